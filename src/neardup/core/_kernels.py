@@ -1,0 +1,297 @@
+"""Compiled inner loops (numba). Private: the public modules wrap them with checked arguments.
+
+Every kernel works on a *ragged batch*: one flat array of values plus an ``offsets`` array of
+length ``docs + 1``, document ``i`` owning ``values[offsets[i]:offsets[i + 1]]``. Code points may
+come as uint8 (pure-ASCII batches, no widening copy) or uint32; numba compiles one version each.
+
+Integer arithmetic is exact and platform-independent: 32-bit steps are narrowed with an explicit
+``np.uint32(...)`` after every operation (numba widens uint32 operands to 64 bits otherwise), and
+64-bit steps use uint64 operands only (mixing signed and unsigned would give floats).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+U32 = np.uint32
+U64 = np.uint64
+MASK32 = U64(0xFFFFFFFF)
+
+# MurmurHash3 x86_32 constants (Appleby's public-domain reference implementation).
+_C1 = U32(0xCC9E2D51)
+_C2 = U32(0x1B873593)
+_N1 = U32(0xE6546B64)
+_F1 = U32(0x85EBCA6B)
+_F2 = U32(0xC2B2AE35)
+# MurmurHash3 fmix64 constants: a bijective 64-bit finaliser with full avalanche.
+_M1 = U64(0xFF51AFD7ED558CCD)
+_M2 = U64(0xC4CEB9FE1A85EC53)
+# Odd 64-bit constants (golden ratio; a large odd number) that spread bin and attempt numbers.
+_G1 = U64(0x9E3779B97F4A7C15)
+_G2 = U64(0xD6E8FEB86659FD93)
+
+# Largest prime below 2**32. With x < 2**32 and a, b < p, a*x + b < 2**64, so uint64 math is exact
+# and every row wraps the modulus (the 2**61-1 prime with 32-bit keys does not).
+PRIME = U64(4_294_967_291)
+# 2**32 = PRIME + 5, so hi * 2**32 + lo = hi * 5 + lo (mod PRIME): no division in the hot loop.
+_FIVE = U64(5)
+# Marks "no minimum": above every value below PRIME, so it never equals a real row.
+EMPTY = U32(0xFFFFFFFF)
+# Seeds the band-key fold so that an all-zero band does not hash to fmix64(0) = 0.
+_BAND_SEED = U64(0x243F6A8885A308D3)
+
+
+@njit(inline="always")
+def _rotl32(x: np.uint32, r: int) -> np.uint32:
+    return U32((x << U32(r)) | (x >> U32(32 - r)))
+
+
+@njit(inline="always")
+def _murmur_key(cp: np.uint32) -> np.uint32:
+    """The per-block transform of MurmurHash3_x86_32 (depends on the block only)."""
+    return U32(_rotl32(U32(cp * _C1), 15) * _C2)
+
+
+@njit(inline="always")
+def _murmur_step(h: np.uint32, key: np.uint32) -> np.uint32:
+    return U32(_rotl32(U32(h ^ key), 13) * U32(5) + _N1)
+
+
+@njit(inline="always")
+def _murmur_final(h: np.uint32, n_bytes: np.uint32) -> np.uint32:
+    h = U32(h ^ n_bytes)
+    h = U32(h ^ (h >> U32(16)))
+    h = U32(h * _F1)
+    h = U32(h ^ (h >> U32(13)))
+    h = U32(h * _F2)
+    return U32(h ^ (h >> U32(16)))
+
+
+@njit(inline="always")
+def _fmix64(h: np.uint64) -> np.uint64:
+    h ^= h >> U64(33)
+    h *= _M1
+    h ^= h >> U64(33)
+    h *= _M2
+    h ^= h >> U64(33)
+    return h
+
+
+@njit(inline="always")
+def _permute(a: np.uint64, b: np.uint64, x: np.uint64) -> np.uint64:
+    """(a * x + b) mod PRIME, exact for a, b < PRIME and x < 2**32."""
+    y = a * x + b
+    t = (y >> U64(32)) * _FIVE + (y & MASK32)  # < 6 * 2**32
+    t = (t >> U64(32)) * _FIVE + (t & MASK32)  # < 2**32 + 30 < 2 * PRIME
+    return t - PRIME if t >= PRIME else t
+
+
+@njit(cache=True, nogil=True)
+def _max_length(offsets: np.ndarray) -> int:
+    longest = 0
+    for d in range(offsets.shape[0] - 1):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    return longest
+
+
+@njit(cache=True, nogil=True)
+def collapse_whitespace(
+    cps: np.ndarray, offsets: np.ndarray, is_space: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Strip each document and turn every whitespace run into one U+0020 (branch-free copy)."""
+    n_docs = offsets.shape[0] - 1
+    out = np.empty_like(cps)
+    out_off = np.zeros(n_docs + 1, dtype=np.int64)
+    table_len = is_space.shape[0]
+    w = 0
+    for d in range(n_docs):
+        start_w = w
+        prev_space = True  # drops leading whitespace
+        for i in range(offsets[d], offsets[d + 1]):
+            c = cps[i]
+            space = c < table_len and is_space[c]
+            out[w] = 0x20 if space else c
+            w += 0 if (space and prev_space) else 1
+            prev_space = space
+        if w > start_w and prev_space:
+            w -= 1  # drops the one trailing space kept above
+        out_off[d + 1] = w
+    return out[:w].copy(), out_off
+
+
+@njit(cache=True, nogil=True)
+def char_shingle_hashes(cps: np.ndarray, offsets: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """MurmurHash3_x86_32 (seed 0) of the UTF-32-LE bytes of every window of k code points.
+
+    A non-empty document shorter than k gives one hash, of the whole document; an empty one none.
+    """
+    n_docs = offsets.shape[0] - 1
+    out_off = np.zeros(n_docs + 1, dtype=np.int64)
+    for d in range(n_docs):
+        length = offsets[d + 1] - offsets[d]
+        out_off[d + 1] = out_off[d] + (length - k + 1 if length >= k else min(length, 1))
+    out = np.empty(out_off[n_docs], dtype=np.uint32)
+    longest = _max_length(offsets)
+    keys = np.empty(longest, dtype=np.uint32)
+    acc = np.empty(longest, dtype=np.uint32)
+    for d in range(n_docs):
+        start = offsets[d]
+        length = offsets[d + 1] - start
+        width = min(length, k)
+        n = out_off[d + 1] - out_off[d]
+        for i in range(length):
+            keys[i] = _murmur_key(U32(cps[start + i]))
+        # Loop order (window position innermost) lets LLVM vectorise across windows.
+        for i in range(n):
+            acc[i] = 0
+        for j in range(width):
+            for i in range(n):
+                acc[i] = _murmur_step(acc[i], keys[i + j])
+        n_bytes = U32(4 * width)
+        o = out_off[d]
+        for i in range(n):
+            out[o + i] = _murmur_final(acc[i], n_bytes)
+    return out, out_off
+
+
+@njit(cache=True, nogil=True)
+def word_shingle_hashes(
+    cps: np.ndarray, offsets: np.ndarray, k: int, is_space: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """MurmurHash3_x86_32 (seed 0) of the UTF-32-LE bytes of every k words joined by one space.
+
+    Words are maximal runs of non-whitespace. Fewer than k words give one hash of them all.
+    """
+    n_docs = offsets.shape[0] - 1
+    table_len = is_space.shape[0]
+    longest = _max_length(offsets)
+    # A document of L code points has at most (L + 1) // 2 words, hence at most that many shingles.
+    starts = np.empty(longest + 1, dtype=np.int64)
+    ends = np.empty(longest + 1, dtype=np.int64)
+    out = np.empty(cps.shape[0] + n_docs, dtype=np.uint32)
+    out_off = np.zeros(n_docs + 1, dtype=np.int64)
+    o = 0
+    for d in range(n_docs):
+        n_words = 0
+        in_word = False
+        for i in range(offsets[d], offsets[d + 1]):
+            c = cps[i]
+            space = c < table_len and is_space[c]
+            if not space and not in_word:
+                starts[n_words] = i
+                in_word = True
+            elif space and in_word:
+                ends[n_words] = i
+                n_words += 1
+                in_word = False
+        if in_word:
+            ends[n_words] = offsets[d + 1]
+            n_words += 1
+        width = min(n_words, k)
+        for s in range(n_words - width + 1 if n_words > 0 else 0):
+            h = U32(0)
+            n_cps = 0
+            for w in range(s, s + width):
+                if w > s:
+                    h = _murmur_step(h, _murmur_key(U32(0x20)))
+                    n_cps += 1
+                for i in range(starts[w], ends[w]):
+                    h = _murmur_step(h, _murmur_key(U32(cps[i])))
+                    n_cps += 1
+            out[o] = _murmur_final(h, U32(4 * n_cps))
+            o += 1
+        out_off[d + 1] = o
+    return out[:o].copy(), out_off
+
+
+@njit(cache=True, nogil=True)
+def unique_sorted(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort each document's values and drop repeats."""
+    n_docs = offsets.shape[0] - 1
+    out = np.empty_like(values)
+    out_off = np.zeros(n_docs + 1, dtype=np.int64)
+    w = 0
+    for d in range(n_docs):
+        part = np.sort(values[offsets[d] : offsets[d + 1]])
+        for i in range(part.shape[0]):
+            if i == 0 or part[i] != part[i - 1]:
+                out[w] = part[i]
+                w += 1
+        out_off[d + 1] = w
+    return out[:w].copy(), out_off
+
+
+@njit(cache=True, nogil=True)
+def minhash_classic(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row i of document d: min over its hashes x of (a[i] * x + b[i]) mod PRIME; EMPTY if none."""
+    n_docs = offsets.shape[0] - 1
+    n_perm = a.shape[0]
+    sig = np.empty((n_docs, n_perm), dtype=np.uint32)
+    acc = np.empty(n_perm, dtype=np.uint64)
+    for d in range(n_docs):
+        acc[:] = U64(EMPTY)
+        for j in range(offsets[d], offsets[d + 1]):
+            x = U64(hashes[j])
+            for i in range(n_perm):  # innermost over rows: vectorised
+                v = _permute(a[i], b[i], x)
+                if v < acc[i]:
+                    acc[i] = v
+        for i in range(n_perm):
+            sig[d, i] = acc[i]
+    return sig
+
+
+@njit(cache=True, nogil=True)
+def minhash_oph(
+    hashes: np.ndarray, offsets: np.ndarray, n_bins: int, a: np.uint64, b: np.uint64, probe_seed: np.uint64
+) -> np.ndarray:
+    """One-permutation MinHash with optimal densification (Shrivastava, ICML 2017).
+
+    v = (a * x + b) mod PRIME permutes the hashes; bin floor(v * n_bins / 2**32) keeps its minimum,
+    so bins hold disjoint value ranges. An empty bin i copies bin floor(lo32(p_t) * n_bins / 2**32)
+    for the first t = 1, 2, ... that is non-empty, with p_t = fmix64(probe_seed + i*G1 + t*G2). The
+    probe sequence depends on i alone, so documents with the same non-empty bins copy alike.
+    """
+    n_docs = offsets.shape[0] - 1
+    sig = np.empty((n_docs, n_bins), dtype=np.uint32)
+    acc = np.empty(n_bins, dtype=np.uint32)
+    values = np.empty(_max_length(offsets), dtype=np.uint32)
+    nb = U64(n_bins)
+    for d in range(n_docs):
+        start = offsets[d]
+        n = offsets[d + 1] - start
+        for j in range(n):  # vectorised: the permutation of every hash
+            values[j] = U32(_permute(a, b, U64(hashes[start + j])))
+        acc[:] = EMPTY
+        for j in range(n):  # scatter-min into bins; a branchless min is twice as fast here
+            v = values[j]
+            bin_ = (U64(v) * nb) >> U64(32)
+            acc[bin_] = min(acc[bin_], v)
+        for i in range(n_bins):
+            if acc[i] != EMPTY or n == 0:
+                sig[d, i] = acc[i]
+                continue
+            t = U64(1)
+            while True:
+                probe = _fmix64(probe_seed + U64(i) * _G1 + t * _G2)
+                donor = ((probe & MASK32) * nb) >> U64(32)
+                if acc[donor] != EMPTY:
+                    sig[d, i] = acc[donor]
+                    break
+                t += U64(1)
+    return sig
+
+
+@njit(cache=True, nogil=True)
+def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """Key of band j: h = BAND_SEED; h = fmix64(h ^ v) for its r values in order; as int64."""
+    n_docs = sig.shape[0]
+    out = np.empty((n_docs, bands), dtype=np.uint64)
+    for d in range(n_docs):
+        for j in range(bands):
+            h = _BAND_SEED
+            for i in range(j * rows, (j + 1) * rows):
+                h = _fmix64(h ^ U64(sig[d, i]))
+            out[d, j] = h
+    return out.view(np.int64)

@@ -1,0 +1,74 @@
+"""Jaccard estimates from signatures: the share of agreeing rows, its standard error and interval."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup.core.minhash import EMPTY
+from neardup.errors import ParamsError
+
+
+@dataclass(frozen=True)
+class JaccardEstimate:
+    """An estimate of J(A, B) from two signatures, with its uncertainty (all approximate)."""
+
+    value: float
+    """Share of rows where the signatures agree: unbiased for J."""
+    stderr: float
+    """sqrt(value * (1 - value) / num_perm): the binomial standard error, estimated."""
+    low: float
+    """Lower end of the Wilson score interval at ``confidence``."""
+    high: float
+    """Upper end of the Wilson score interval at ``confidence``."""
+    num_perm: int
+    confidence: float
+
+    def __float__(self) -> float:
+        return self.value
+
+
+def _check_pair(sig_a: npt.ArrayLike, sig_b: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    a, b = np.asarray(sig_a), np.asarray(sig_b)
+    if a.shape != b.shape or a.ndim == 0 or a.shape[-1] == 0:
+        raise ParamsError(f"signatures must have the same non-empty shape, got {a.shape} and {b.shape}")
+    return a, b
+
+
+def agreement(sigs_a: npt.ArrayLike, sigs_b: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Row-wise Jaccard estimates of paired signatures (shape docs x num_perm); empty ones give 0."""
+    a, b = _check_pair(sigs_a, sigs_b)
+    equal = (a == b) & (a != EMPTY)
+    return np.asarray(equal.mean(axis=-1), dtype=np.float64)
+
+
+def estimate_jaccard(sig_a: npt.ArrayLike, sig_b: npt.ArrayLike, confidence: float = 0.95) -> JaccardEstimate:
+    """Estimated Jaccard similarity of two documents from their signatures, with error bounds.
+
+    The standard error assumes independent rows (exact for the classic scheme, conservative for
+    one-permutation hashing of sets larger than num_perm). An empty document matches nothing.
+    """
+    a, b = _check_pair(sig_a, sig_b)
+    if a.ndim != 1:
+        raise ParamsError(f"estimate_jaccard takes two 1-D signatures; use agreement() for {a.shape}")
+    if not 0.0 < confidence < 1.0:
+        raise ParamsError(f"confidence must be in (0, 1), got {confidence}")
+    n = a.shape[0]
+    matches = int(np.count_nonzero((a == b) & (a != EMPTY)))
+    value = matches / n
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    centre = (value + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(value * (1 - value) / n + z * z / (4 * n * n))
+    return JaccardEstimate(
+        value=value,
+        stderr=math.sqrt(value * (1.0 - value) / n),
+        # At 0 or n matches the bound is exactly 0 or 1; rounding must not nudge it inside.
+        low=0.0 if matches == 0 else max(0.0, centre - half),
+        high=1.0 if matches == n else min(1.0, centre + half),
+        num_perm=n,
+        confidence=confidence,
+    )

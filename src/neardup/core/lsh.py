@@ -1,0 +1,38 @@
+"""LSH banding: cut each signature into b bands of r rows and hash each band to a bucket key.
+
+A band's key is fixed and documented: start from h = 0x243F6A8885A308D3, then for each of its r
+values v in order h = fmix64(h XOR v) (MurmurHash3's 64-bit finaliser), and read h as a signed
+int64 (PostgreSQL ``bigint``). The band number is not mixed in: it is stored beside the key.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup.core import _kernels
+from neardup.errors import ParamsError
+
+
+def check_banding(bands: int, rows: int, num_perm: int) -> None:
+    """Raise ParamsError unless b bands of r rows fit in num_perm rows."""
+    for name, value in (("bands", bands), ("rows", rows)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise ParamsError(f"{name} must be a positive integer, got {value!r}")
+    if bands * rows > num_perm:
+        raise ParamsError(f"bands*rows = {bands}*{rows} = {bands * rows} exceeds num_perm = {num_perm}")
+
+
+def band_keys(signatures: npt.ArrayLike, bands: int, rows: int) -> npt.NDArray[np.int64]:
+    """Bucket keys, shape docs x bands, of the first bands*rows rows of each signature.
+
+    Two documents share key j when their band j agrees in every row, or (probability about
+    2**-64 per pair and band) by a hash collision.
+    """
+    sigs = np.asarray(signatures)
+    if sigs.ndim == 1:
+        sigs = sigs[np.newaxis, :]
+    if sigs.ndim != 2 or sigs.dtype != np.uint32:
+        raise ParamsError(f"signatures must be a 2-D uint32 array, got {sigs.ndim}-D {sigs.dtype}")
+    check_banding(bands, rows, sigs.shape[1])
+    return _kernels.band_keys(np.ascontiguousarray(sigs), int(bands), int(rows))

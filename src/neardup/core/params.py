@@ -1,0 +1,107 @@
+"""The parameters of an index: every choice that changes signatures or bucket keys, versioned."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from neardup.core.lsh import check_banding
+from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme, check_minhash
+from neardup.core.normalize import CaseMode, Normalization, UnicodeForm
+from neardup.core.shingle import ShingleKind, check_shingling
+from neardup.core.tuning import Banding, false_negative_rate, false_positive_rate, optimal_params
+from neardup.errors import ParamsError, ParamsMismatchError
+
+# Bump whenever any fixed function changes its output for the same Params: the shingle hash,
+# the whitespace set, the coefficient draw, the densification probes or the band key. A stored
+# index records the version it was built with, and a different one is refused.
+HASH_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Params:
+    """Every choice that changes signatures or bucket keys; stored with an index, compared on open."""
+
+    bands: int
+    rows: int
+    num_perm: int = DEFAULT_NUM_PERM
+    scheme: Scheme = DEFAULT_SCHEME
+    seed: int = DEFAULT_SEED
+    shingle: ShingleKind = "char"
+    k: int = 5
+    unicode_form: UnicodeForm = "NFKC"
+    case: CaseMode = "fold"
+    collapse_whitespace: bool = True
+    hash_version: int = HASH_VERSION
+
+    def __post_init__(self) -> None:
+        check_minhash(self.num_perm, self.seed, self.scheme)
+        check_banding(self.bands, self.rows, self.num_perm)
+        check_shingling(self.shingle, self.k)
+        self.normalization  # noqa: B018 -- validates the normalisation fields
+        if (
+            isinstance(self.hash_version, bool)
+            or not isinstance(self.hash_version, int)
+            or self.hash_version < 1
+        ):
+            raise ParamsError(f"hash_version must be a positive integer, got {self.hash_version!r}")
+
+    @classmethod
+    def for_threshold(
+        cls,
+        threshold: float,
+        num_perm: int = DEFAULT_NUM_PERM,
+        fp_weight: float = 0.5,
+        fn_weight: float = 0.5,
+        **fields: Any,
+    ) -> Params:
+        """Params whose bands and rows are tuned for ``threshold`` (see ``optimal_params``)."""
+        banding = optimal_params(threshold, num_perm, fp_weight, fn_weight)
+        return cls(bands=banding.bands, rows=banding.rows, num_perm=num_perm, **fields)
+
+    @property
+    def normalization(self) -> Normalization:
+        """The normalisation part of these parameters."""
+        return Normalization(self.unicode_form, self.case, self.collapse_whitespace)
+
+    def banding(self, threshold: float) -> Banding:
+        """These bands and rows with their expected error rates at ``threshold`` (approximate)."""
+        return Banding(
+            self.bands,
+            self.rows,
+            self.num_perm,
+            threshold,
+            false_positive_rate(threshold, self.bands, self.rows),
+            false_negative_rate(threshold, self.bands, self.rows),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready fields, for storage."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Params:
+        """Params from ``to_dict`` output; unknown or missing fields are refused by name."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ParamsError(f"unknown parameter fields: {', '.join(unknown)}")
+        missing = sorted(names - set(data))
+        if missing:
+            raise ParamsError(f"missing parameter fields: {', '.join(missing)}")
+        return cls(**data)
+
+    def differences(self, other: Params) -> list[str]:
+        """One line per differing field: ``name: <self> != <other>``."""
+        return [
+            f"{f.name}: {getattr(self, f.name)!r} != {getattr(other, f.name)!r}"
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) != getattr(other, f.name)
+        ]
+
+    def require_same(self, other: Params, mine: str = "stored", theirs: str = "requested") -> None:
+        """Raise ParamsMismatchError naming every field where ``other`` differs from these."""
+        diffs = self.differences(other)
+        if diffs:
+            raise ParamsMismatchError(f"parameters differ ({mine} != {theirs}): " + "; ".join(diffs))

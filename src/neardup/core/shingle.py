@@ -1,0 +1,62 @@
+"""Shingling: a normalised text becomes the set of its hashed character or word k-grams.
+
+The hash of a shingle is MurmurHash3_x86_32 with seed 0 over the UTF-32-LE bytes of the shingle
+(a word shingle is its k words joined by one space). It is the same on every platform and Python
+version; ``mmh3.hash(shingle.encode("utf-32-le"), 0, signed=False)`` reproduces it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup.core import _kernels
+from neardup.core.normalize import DEFAULT_NORMALIZATION, Normalization, encode_batch, is_space_table
+from neardup.core.ragged import Ragged
+from neardup.errors import ParamsError
+
+ShingleKind = Literal["char", "word"]
+SHINGLE_KINDS: tuple[ShingleKind, ...] = ("char", "word")
+# Beyond this a char shingle spans most of a sentence and near-copies stop sharing shingles.
+MAX_K = 64
+
+
+def check_shingling(kind: str, k: int) -> None:
+    """Raise ParamsError unless kind and k describe a valid shingling."""
+    if kind not in SHINGLE_KINDS:
+        raise ParamsError(f"shingle kind must be one of {SHINGLE_KINDS}, got {kind!r}")
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= MAX_K:
+        raise ParamsError(f"shingle k must be an integer in [1, {MAX_K}], got {k!r}")
+
+
+def shingle_batch(
+    texts: Sequence[str],
+    kind: ShingleKind = "char",
+    k: int = 5,
+    normalization: Normalization = DEFAULT_NORMALIZATION,
+    *,
+    unique: bool = True,
+) -> Ragged:
+    """Shingle hashes of many texts in one pass; with ``unique`` each document's are sorted and distinct."""
+    check_shingling(kind, k)
+    cps = encode_batch(texts, normalization)
+    if kind == "char":
+        values, offsets = _kernels.char_shingle_hashes(cps.values, cps.offsets, int(k))
+    else:
+        values, offsets = _kernels.word_shingle_hashes(cps.values, cps.offsets, int(k), is_space_table())
+    if unique:
+        values, offsets = _kernels.unique_sorted(values, offsets)
+    return Ragged(values, offsets)
+
+
+def shingles(
+    text: str,
+    kind: ShingleKind = "char",
+    k: int = 5,
+    normalization: Normalization = DEFAULT_NORMALIZATION,
+) -> npt.NDArray[np.uint32]:
+    """Sorted distinct uint32 shingle hashes of one text (empty text: empty array)."""
+    return shingle_batch([text], kind, k, normalization)[0]  # type: ignore[return-value]

@@ -1,0 +1,161 @@
+"""Choosing bands and rows: the LSH S-curve and the expected false-positive and false-negative rates.
+
+For b bands of r rows a pair of similarity s becomes a candidate with P(s) = 1 - (1 - s^r)^b.
+Given a threshold t, the expected rates assume s uniform on each side of t (a modelling choice,
+not a property of any corpus):
+
+* false-positive rate  FP = (1/t)     * integral_0^t P(s) ds       (mean P below t)
+* false-negative rate  FN = (1/(1-t)) * integral_t^1 (1 - P(s)) ds (mean miss above t)
+
+Both are normalised by the length of their interval. datasketch's tuner leaves them unnormalised
+(its issue #129), which weighs false positives t/(1-t) times more than asked: 4x at t = 0.8.
+P is a polynomial of degree b*r <= num_perm, so Gauss-Legendre quadrature with num_perm/2 + 1
+nodes integrates it exactly (up to rounding).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup.core.lsh import check_banding
+from neardup.core.minhash import MAX_NUM_PERM
+from neardup.errors import ParamsError
+
+
+def candidate_probability(s: npt.ArrayLike, bands: int, rows: int) -> npt.NDArray[np.float64]:
+    """P(a pair of Jaccard s shares at least one bucket) = 1 - (1 - s^r)^b, exact for ideal MinHash."""
+    sv = np.asarray(s, dtype=np.float64)
+    if not np.all((sv >= 0.0) & (sv <= 1.0)):
+        raise ParamsError(f"similarities must lie in [0, 1], got values in [{sv.min()}, {sv.max()}]")
+    with np.errstate(divide="ignore"):  # s = 1 gives log1p(-1) = -inf, and P = 1 as it should
+        return np.asarray(-np.expm1(bands * np.log1p(-(sv**rows))), dtype=np.float64)
+
+
+def threshold_point(bands: int, rows: int) -> float:
+    """(1/b)^(1/r): roughly where the S-curve is steepest (an approximation of its inflection)."""
+    return float((1.0 / bands) ** (1.0 / rows))
+
+
+@lru_cache(maxsize=32)
+def _legendre(n_nodes: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    nodes, weights = np.polynomial.legendre.leggauss(n_nodes)
+    return nodes, weights
+
+
+def _rates(
+    threshold: float, bands: int, rows: npt.NDArray[np.int64], num_perm: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """(FP, FN) for b bands and each r in ``rows``, by quadrature exact for degree <= num_perm."""
+    nodes, weights = _legendre(num_perm // 2 + 1)
+    below = threshold / 2.0 * (nodes + 1.0)  # nodes mapped onto [0, t]
+    above = threshold + (1.0 - threshold) / 2.0 * (nodes + 1.0)  # and onto [t, 1]
+    with np.errstate(divide="ignore"):  # s^r = 1 only at s = 1, where P = 1 as it should
+        p_below = -np.expm1(bands * np.log1p(-(below[:, None] ** rows)))
+        p_above = -np.expm1(bands * np.log1p(-(above[:, None] ** rows)))
+    # The mean of f over [lo, hi] is (1/2) * sum(w_i * f(x_i)) once the nodes are mapped onto it.
+    return weights @ p_below / 2.0, weights @ (1.0 - p_above) / 2.0
+
+
+def _check_threshold(threshold: float) -> None:
+    if not isinstance(threshold, float | int) or not 0.0 < threshold < 1.0:
+        raise ParamsError(f"threshold must be in (0, 1), got {threshold!r}")
+
+
+def false_positive_rate(threshold: float, bands: int, rows: int) -> float:
+    """Mean candidate probability of pairs below the threshold (s uniform on [0, t])."""
+    _check_threshold(threshold)
+    check_banding(bands, rows, bands * rows)
+    return float(_rates(threshold, bands, np.array([rows]), bands * rows)[0][0])
+
+
+def false_negative_rate(threshold: float, bands: int, rows: int) -> float:
+    """Mean miss probability of pairs at or above the threshold (s uniform on [t, 1])."""
+    _check_threshold(threshold)
+    check_banding(bands, rows, bands * rows)
+    return float(_rates(threshold, bands, np.array([rows]), bands * rows)[1][0])
+
+
+@dataclass(frozen=True)
+class Banding:
+    """A choice of b bands x r rows for a threshold, with its expected error rates (approximate)."""
+
+    bands: int
+    rows: int
+    num_perm: int
+    threshold: float
+    false_positive_rate: float
+    """Mean P(candidate) for s uniform below the threshold."""
+    false_negative_rate: float
+    """Mean P(missed) for s uniform at or above the threshold."""
+
+    @property
+    def threshold_point(self) -> float:
+        """(1/b)^(1/r), roughly where the S-curve is steepest."""
+        return threshold_point(self.bands, self.rows)
+
+    @property
+    def unused_permutations(self) -> int:
+        """num_perm - b*r: signature rows no band uses (computed but not indexed)."""
+        return self.num_perm - self.bands * self.rows
+
+    def __str__(self) -> str:
+        text = (
+            f"bands={self.bands} rows={self.rows} (S-curve steepest near {self.threshold_point:.3f}) "
+            f"for threshold {self.threshold:g}: expected false-positive rate {self.false_positive_rate:.4f}, "
+            f"false-negative rate {self.false_negative_rate:.4f}"
+        )
+        if self.unused_permutations:
+            text += f"; uses {self.bands * self.rows} of {self.num_perm} permutations"
+        return text
+
+
+def optimal_params(
+    threshold: float,
+    num_perm: int,
+    fp_weight: float = 0.5,
+    fn_weight: float = 0.5,
+    *,
+    use_all_permutations: bool = False,
+) -> Banding:
+    """The (b, r) with b*r <= num_perm minimising fp_weight*FP + fn_weight*FN (rates as above).
+
+    Ties go to the choice using more permutations, then to fewer bands (fewer bucket rows). With
+    ``use_all_permutations`` only b*r == num_perm is considered; otherwise an unused remainder is
+    reported in ``Banding.unused_permutations`` and in its text.
+    """
+    _check_threshold(threshold)
+    if (
+        isinstance(num_perm, bool)
+        or not isinstance(num_perm, int | np.integer)
+        or not 1 <= num_perm <= MAX_NUM_PERM
+    ):
+        raise ParamsError(f"num_perm must be an integer in [1, {MAX_NUM_PERM}], got {num_perm!r}")
+    for name, w in (("fp_weight", fp_weight), ("fn_weight", fn_weight)):
+        if not isinstance(w, float | int) or not w >= 0.0 or math.isinf(w):
+            raise ParamsError(f"{name} must be a finite number >= 0, got {w!r}")
+    total = fp_weight + fn_weight
+    if total <= 0:
+        raise ParamsError("fp_weight and fn_weight cannot both be 0")
+    wp, wn = fp_weight / total, fn_weight / total
+    best: tuple[float, int, int, int, float, float] | None = None
+    for b in range(1, num_perm + 1):
+        rs = np.arange(1, num_perm // b + 1)
+        if use_all_permutations:
+            rs = rs[b * rs == num_perm]
+        if rs.size == 0:
+            continue
+        fps, fns = _rates(threshold, b, rs, int(num_perm))
+        for r, fp, fn in zip(rs.tolist(), fps.tolist(), fns.tolist(), strict=True):
+            # Rounded so that float noise cannot break a real tie.
+            key = (round(wp * fp + wn * fn, 12), -(b * r), b, r, fp, fn)
+            if best is None or key[:3] < best[:3]:
+                best = key
+    assert best is not None  # b = num_perm, r = 1 is always a candidate
+    _, _, b, r, fp, fn = best
+    check_banding(b, r, num_perm)
+    return Banding(b, r, int(num_perm), float(threshold), fp, fn)

@@ -1,0 +1,15 @@
+"""One error hierarchy for neardup: catch ``NeardupError`` to catch them all."""
+
+from __future__ import annotations
+
+
+class NeardupError(Exception):
+    """Base class of every error neardup raises on purpose."""
+
+
+class ParamsError(NeardupError, ValueError):
+    """A parameter is out of range or inconsistent with another one."""
+
+
+class ParamsMismatchError(NeardupError, ValueError):
+    """Stored parameters differ from the ones a caller asked for."""

@@ -1,0 +1,61 @@
+"""The core is pure numpy: no module under neardup/core may import the database side."""
+
+import ast
+from pathlib import Path
+
+import neardup.core
+
+FORBIDDEN = (
+    "sqlalchemy",
+    "psycopg",
+    "psycopg2",
+    "alembic",
+    "neardup.storage",
+    "neardup.index",
+    "neardup.cli",
+)
+CORE = Path(neardup.core.__file__).parent
+
+
+def forbidden_imports(source: str) -> list[str]:
+    """Names of forbidden modules a source text imports (absolute, relative-free, any depth)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # "from neardup import storage" imports neardup.storage; "from x import y" may import x.y.
+            names = [node.module] if node.module != "neardup" else []
+            names += [f"{node.module}.{alias.name}" for alias in node.names if node.module == "neardup"]
+        elif isinstance(node, ast.ImportFrom) and node.level > 0:
+            names = ["<relative import>"]  # the core uses absolute imports only, so this is checkable
+        found += [
+            n
+            for n in names
+            if n == "<relative import>" or any(n == f or n.startswith(f + ".") for f in FORBIDDEN)
+        ]
+    return found
+
+
+def test_the_checker_catches_violations() -> None:
+    bad = "\n".join(
+        [
+            "import os",
+            "import psycopg",
+            "from sqlalchemy import text",
+            "from neardup import storage",
+            "def f():",
+        ]
+    )
+    bad += "\n    import alembic\n"
+    assert forbidden_imports(bad) == ["psycopg", "sqlalchemy", "neardup.storage", "alembic"]
+    assert forbidden_imports("from . import storage") == ["<relative import>"]
+    assert forbidden_imports("import numpy as np\nfrom neardup.errors import ParamsError") == []
+
+
+def test_core_imports_nothing_from_the_database_side() -> None:
+    modules = sorted(CORE.rglob("*.py"))
+    assert len(modules) >= 8
+    offenders = {str(m.relative_to(CORE)): forbidden_imports(m.read_text()) for m in modules}
+    assert {k: v for k, v in offenders.items() if v} == {}

@@ -1,0 +1,85 @@
+import mmh3
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from neardup.core import Normalization, normalize, shingle_batch, shingles
+from neardup.core.normalize import split_words
+from neardup.errors import ParamsError
+
+texts = st.text(alphabet=st.sampled_from("ab c\nДé✓\u3000") | st.characters(), max_size=80)
+
+
+def murmur(shingle: str) -> int:
+    return int(mmh3.hash(shingle.encode("utf-32-le", "surrogatepass"), 0, signed=False))
+
+
+DEFAULT = Normalization()
+
+
+def char_reference(text: str, k: int, norm: Normalization = DEFAULT) -> list[int]:
+    t = normalize(text, norm)
+    grams = [t[i : i + k] for i in range(len(t) - k + 1)] if len(t) >= k else ([t] if t else [])
+    return sorted({murmur(g) for g in grams})
+
+
+def word_reference(text: str, k: int, norm: Normalization = DEFAULT) -> list[int]:
+    words = split_words(normalize(text, norm))
+    grams = (
+        [words[i : i + k] for i in range(len(words) - k + 1)]
+        if len(words) >= k
+        else ([words] if words else [])
+    )
+    return sorted({murmur(" ".join(g)) for g in grams})
+
+
+@given(texts, st.integers(1, 9))
+def test_char_shingles_are_murmur3_of_utf32_windows(text: str, k: int) -> None:
+    assert shingles(text, "char", k).tolist() == char_reference(text, k)
+
+
+@given(texts, st.integers(1, 4))
+def test_word_shingles_are_murmur3_of_joined_words(text: str, k: int) -> None:
+    assert shingles(text, "word", k).tolist() == word_reference(text, k)
+    raw = Normalization("none", "keep", False)
+    assert shingles(text, "word", k, raw).tolist() == word_reference(text, k, raw)
+
+
+@given(st.lists(texts, max_size=6), st.sampled_from(["char", "word"]), st.integers(1, 6))
+def test_batch_equals_one_by_one(batch: list[str], kind: str, k: int) -> None:
+    together = shingle_batch(batch, kind, k)  # type: ignore[arg-type]
+    assert len(together) == len(batch)
+    for i, text in enumerate(batch):
+        assert together[i].tolist() == shingles(text, kind, k).tolist()  # type: ignore[arg-type]
+
+
+def test_result_is_sorted_unique_uint32() -> None:
+    out = shingles("abababababab", "char", 2)
+    assert out.dtype == np.uint32
+    assert out.tolist() == sorted({murmur("ab"), murmur("ba")})
+
+
+def test_short_empty_and_one_character_texts() -> None:
+    assert shingles("").size == 0
+    assert shingles(" \n\t ").size == 0
+    assert shingles("a").tolist() == [murmur("a")]
+    assert shingles("abcd", k=5).tolist() == [murmur("abcd")]
+    assert shingles("two words", "word", 3).tolist() == [murmur("two words")]
+
+
+def test_golden_hashes_never_change() -> None:
+    # Frozen: a change here silently invalidates every stored index (bump HASH_VERSION instead).
+    assert shingles("Hello,   World!").tolist() == [
+        86512736, 132569322, 1563934932, 1576049653, 2423195271, 3044408021, 3504533067, 3559595335,
+        4276526016,
+    ]  # fmt: skip
+    assert shingles("ﬁne Ｗords", "word", 1).tolist() == [1633987221, 2398472478]
+
+
+@pytest.mark.parametrize(
+    ("kind", "k"), [("line", 5), ("char", 0), ("char", 65), ("word", 2.0), ("char", True)]
+)
+def test_bad_shingling_is_refused(kind: str, k: object) -> None:
+    with pytest.raises(ParamsError, match="shingle"):
+        shingles("text", kind, k)  # type: ignore[arg-type]

@@ -1,0 +1,124 @@
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from neardup.core import (
+    candidate_probability,
+    false_negative_rate,
+    false_positive_rate,
+    optimal_params,
+    threshold_point,
+)
+from neardup.errors import ParamsError
+
+
+def exact_area(bands: int, rows: int, upper: Fraction) -> Fraction:
+    """integral_0^upper of 1 - (1 - s^r)^b ds, expanded binomially in exact rational arithmetic."""
+    total = Fraction(0)
+    for j in range(bands + 1):
+        total += comb(bands, j) * (-1) ** j * upper ** (rows * j + 1) / (rows * j + 1)
+    return upper - total
+
+
+def exact_rates(t: Fraction, bands: int, rows: int) -> tuple[float, float]:
+    below = exact_area(bands, rows, t)
+    above = (1 - t) - (exact_area(bands, rows, Fraction(1)) - below)
+    return float(below / t), float(above / (1 - t))
+
+
+def test_s_curve_values() -> None:
+    assert candidate_probability(0.0, 4, 3) == 0.0
+    assert candidate_probability(1.0, 4, 3) == 1.0
+    assert float(candidate_probability(0.5, 4, 3)) == pytest.approx(1 - (1 - 0.125) ** 4)
+    s = np.linspace(0, 1, 101)
+    assert np.all(np.diff(candidate_probability(s, 12, 10)) >= 0)
+    assert threshold_point(16, 8) == pytest.approx((1 / 16) ** (1 / 8))
+    with pytest.raises(ParamsError, match=r"\[0, 1\]"):
+        candidate_probability([0.5, 1.5], 2, 2)
+
+
+@given(
+    st.integers(1, 24),
+    st.integers(1, 12),
+    st.fractions(Fraction(1, 20), Fraction(19, 20), max_denominator=40),
+)
+def test_rates_equal_exact_rational_integrals(bands: int, rows: int, t: Fraction) -> None:
+    fp, fn = exact_rates(t, bands, rows)
+    assert false_positive_rate(float(t), bands, rows) == pytest.approx(fp, abs=1e-12)
+    assert false_negative_rate(float(t), bands, rows) == pytest.approx(fn, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("t", "n", "wp", "wn"), [(0.5, 24, 0.5, 0.5), (0.8, 32, 0.5, 0.5), (0.7, 30, 0.2, 0.8)]
+)
+def test_optimum_is_the_brute_force_optimum(t: float, n: int, wp: float, wn: float) -> None:
+    tf = Fraction(t).limit_denominator(100)
+    costs = {}
+    for b in range(1, n + 1):
+        for r in range(1, n // b + 1):
+            fp, fn = exact_rates(tf, b, r)
+            costs[(b, r)] = wp * fp + wn * fn
+    best = optimal_params(t, n, wp, wn)
+    assert costs[(best.bands, best.rows)] == pytest.approx(min(costs.values()), abs=1e-12)
+    assert (best.false_positive_rate, best.false_negative_rate) == pytest.approx(
+        exact_rates(tf, best.bands, best.rows)
+    )
+
+
+def test_extreme_weights_pick_the_extreme_bandings() -> None:
+    # Caring only about misses: as many one-row bands as possible; only about false hits: one band.
+    only_misses = optimal_params(0.3, 16, fp_weight=0.0, fn_weight=1.0)
+    assert (only_misses.bands, only_misses.rows) == (16, 1)
+    only_false_hits = optimal_params(0.3, 16, fp_weight=1.0, fn_weight=0.0)
+    assert (only_false_hits.bands, only_false_hits.rows) == (1, 16)
+    # Where several choices cost the same to 12 decimals, the one with fewer bands wins.
+    tie = optimal_params(0.8, 128, fp_weight=0.0, fn_weight=1.0)
+    assert tie.false_negative_rate < 1e-12
+    assert tie.bands < 128
+
+
+def test_normalisation_is_what_separates_us_from_datasketch() -> None:
+    """datasketch's tuner integrates without dividing by the interval lengths (its issue #129)
+    and picks 9 x 13 at t = 0.8, n = 128. The same unnormalised cost, minimised here, gives the
+    same pick; the normalised rates give another one, with fewer missed pairs."""
+    t, n = 0.8, 128
+    unnormalised = {}
+    for b in range(1, n + 1):
+        for r in range(1, n // b + 1):
+            unnormalised[(b, r)] = 0.5 * false_positive_rate(t, b, r) * t + 0.5 * false_negative_rate(
+                t, b, r
+            ) * (1 - t)
+    assert min(unnormalised, key=unnormalised.__getitem__) == (9, 13)
+    ours = optimal_params(t, n)
+    assert (ours.bands, ours.rows) != (9, 13)
+    assert ours.false_negative_rate < false_negative_rate(t, 9, 13)
+
+
+def test_unused_permutations_are_reported_never_silent() -> None:
+    choice = optimal_params(0.8, 128)
+    assert choice.unused_permutations == 128 - choice.bands * choice.rows > 0
+    assert f"uses {choice.bands * choice.rows} of 128 permutations" in str(choice)
+    exact = optimal_params(0.8, 128, use_all_permutations=True)
+    assert exact.bands * exact.rows == 128
+    assert exact.unused_permutations == 0
+    assert "permutations" not in str(exact)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((0.0, 128), "threshold"),
+        ((1.0, 128), "threshold"),
+        ((float("nan"), 128), "threshold"),
+        ((0.5, 0), "num_perm"),
+        ((0.5, 128, -1.0, 1.0), "fp_weight"),
+        ((0.5, 128, 0.0, 0.0), "both be 0"),
+    ],
+)
+def test_bad_tuning_arguments_are_refused(args: tuple[float, ...], message: str) -> None:
+    with pytest.raises(ParamsError, match=message):
+        optimal_params(*args)  # type: ignore[arg-type]
