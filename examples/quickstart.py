@@ -1,6 +1,6 @@
 """A first look at neardup's core: sign a few texts, estimate their similarity, choose a banding.
 
-    python examples/quickstart.py
+python examples/quickstart.py
 """
 
 from itertools import combinations
@@ -32,4 +32,5 @@ for i, j in combinations(range(len(ids)), 2):
     exact = np.intersect1d(a, b).size / np.union1d(a, b).size
     est = estimate_jaccard(signatures[i], signatures[j])
     candidate = "yes" if (keys[i] == keys[j]).any() else "no"
-    print(f"{ids[i] + ' ~ ' + ids[j]:<24} {exact:8.3f} {est.value:9.3f}   [{est.low:.2f}, {est.high:.2f}]  {candidate}")
+    pair = f"{ids[i]} ~ {ids[j]}"
+    print(f"{pair:<24} {exact:8.3f} {est.value:9.3f}   [{est.low:.2f}, {est.high:.2f}]  {candidate}")

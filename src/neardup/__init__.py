@@ -1,7 +1,7 @@
 """neardup: a persistent near-duplicate document index that lives in PostgreSQL."""
 
-from neardup.errors import NeardupError, ParamsError, ParamsMismatchError
+from neardup.errors import InputError, NeardupError, ParamsError, ParamsMismatchError
 
 __version__ = "0.1.0"
 
-__all__ = ["NeardupError", "ParamsError", "ParamsMismatchError", "__version__"]
+__all__ = ["InputError", "NeardupError", "ParamsError", "ParamsMismatchError", "__version__"]

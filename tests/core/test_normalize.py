@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup.core.normalize import WHITESPACE, Normalization, encode_batch, normalize, split_words
-from neardup.errors import NeardupError, ParamsError
+from neardup.errors import InputError, NeardupError, ParamsError
 
 # Text rich in the characters that normalisation has to get right: every whitespace code point,
 # compatibility forms (ligatures, full-width, superscripts), case pairs with special folding.
@@ -82,3 +82,10 @@ def test_bad_normalisation_is_refused_by_name(kwargs: dict[str, object], field: 
         Normalization(**kwargs)  # type: ignore[arg-type]
     assert isinstance(info.value, NeardupError)
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("norm", [Normalization(), Normalization("none", "keep", False)])
+@pytest.mark.parametrize("bad", [None, b"bytes", 3])
+def test_a_text_that_is_not_str_is_refused_by_position(norm: Normalization, bad: object) -> None:
+    with pytest.raises(InputError, match=f"text 1: expected str, got {type(bad).__name__}"):
+        encode_batch(["fine", bad, "fine"], norm)  # type: ignore[list-item]

@@ -10,7 +10,9 @@ Two schemes, both built on the exact permutation x -> (a*x + b) mod p with p = 2
   with fewer distinct shingles than n, densified rows are copies, so the estimate is coarser.
 
 The coefficients come from ``numpy.random.PCG64(seed).random_raw``, whose stream numpy keeps
-stable across versions: ``a = 1 + raw % (p - 1)``, ``b = raw % p`` (modulo bias below 2**-31).
+stable across versions: for n rows, raw = random_raw(2n), ``a = 1 + raw[:n] % (p - 1)``,
+``b = raw[n:] % p`` (modulo bias below 2**-31); ``oph`` uses n = 1 and takes its densification
+probe seed from the third raw value, random_raw(3)[2].
 """
 
 from __future__ import annotations
@@ -85,8 +87,7 @@ class MinHasher:
         if scheme == "classic":
             self._a, self._b = _coefficients(self.seed, self.num_perm)
         else:
-            a, b = _coefficients(self.seed, 1)
-            self._a, self._b = a, b
+            self._a, self._b = _coefficients(self.seed, 1)
             self._probe_seed = np.random.PCG64(self.seed).random_raw(3)[2]
 
     def __repr__(self) -> str:

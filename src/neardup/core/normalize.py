@@ -11,7 +11,7 @@ import numpy as np
 
 from neardup.core import _kernels
 from neardup.core.ragged import Ragged
-from neardup.errors import ParamsError
+from neardup.errors import InputError, ParamsError
 
 UnicodeForm = Literal["NFKC", "NFC", "none"]
 CaseMode = Literal["fold", "lower", "keep"]
@@ -78,6 +78,9 @@ def normalize(text: str, normalization: Normalization = DEFAULT_NORMALIZATION) -
 
 def encode_batch(texts: Sequence[str], normalization: Normalization = DEFAULT_NORMALIZATION) -> Ragged:
     """Normalised code points of many texts: uint8 when the batch is ASCII, else uint32."""
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InputError(f"text {i}: expected str, got {type(text).__name__}")
     prepared = [_form_and_case(t, normalization) for t in texts]
     offsets = np.zeros(len(prepared) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, prepared), dtype=np.int64, count=len(prepared)), out=offsets[1:])

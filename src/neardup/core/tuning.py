@@ -32,8 +32,15 @@ def candidate_probability(s: npt.ArrayLike, bands: int, rows: int) -> npt.NDArra
     sv = np.asarray(s, dtype=np.float64)
     if not np.all((sv >= 0.0) & (sv <= 1.0)):
         raise ParamsError(f"similarities must lie in [0, 1], got values in [{sv.min()}, {sv.max()}]")
+    return _s_curve(sv, bands, rows)
+
+
+def _s_curve(
+    s: npt.NDArray[np.float64], bands: int, rows: int | npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """1 - (1 - s^r)^b, computed as -expm1(b * log1p(-s^r)) to keep precision for small s^r."""
     with np.errstate(divide="ignore"):  # s = 1 gives log1p(-1) = -inf, and P = 1 as it should
-        return np.asarray(-np.expm1(bands * np.log1p(-(sv**rows))), dtype=np.float64)
+        return np.asarray(-np.expm1(bands * np.log1p(-(s**rows))), dtype=np.float64)
 
 
 def threshold_point(bands: int, rows: int) -> float:
@@ -54,9 +61,8 @@ def _rates(
     nodes, weights = _legendre(num_perm // 2 + 1)
     below = threshold / 2.0 * (nodes + 1.0)  # nodes mapped onto [0, t]
     above = threshold + (1.0 - threshold) / 2.0 * (nodes + 1.0)  # and onto [t, 1]
-    with np.errstate(divide="ignore"):  # s^r = 1 only at s = 1, where P = 1 as it should
-        p_below = -np.expm1(bands * np.log1p(-(below[:, None] ** rows)))
-        p_above = -np.expm1(bands * np.log1p(-(above[:, None] ** rows)))
+    p_below = _s_curve(below[:, None], bands, rows)
+    p_above = _s_curve(above[:, None], bands, rows)
     # The mean of f over [lo, hi] is (1/2) * sum(w_i * f(x_i)) once the nodes are mapped onto it.
     return weights @ p_below / 2.0, weights @ (1.0 - p_above) / 2.0
 
