@@ -24,6 +24,7 @@ from neardup.core.sketch import Sketcher
 from neardup.core.tuning import (
     Banding,
     candidate_probability,
+    evaluate_banding,
     false_negative_rate,
     false_positive_rate,
     optimal_params,
@@ -49,6 +50,7 @@ __all__ = [
     "candidate_probability",
     "empty_rows",
     "estimate_jaccard",
+    "evaluate_banding",
     "false_negative_rate",
     "false_positive_rate",
     "normalize",

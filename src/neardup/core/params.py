@@ -10,7 +10,7 @@ from neardup.core.lsh import check_banding
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme, check_minhash
 from neardup.core.normalize import CaseMode, Normalization, UnicodeForm
 from neardup.core.shingle import ShingleKind, check_shingling
-from neardup.core.tuning import Banding, false_negative_rate, false_positive_rate, optimal_params
+from neardup.core.tuning import Banding, evaluate_banding, optimal_params
 from neardup.errors import ParamsError, ParamsMismatchError
 
 # Bump whenever any fixed function changes its output for the same Params: the shingle hash,
@@ -67,14 +67,7 @@ class Params:
 
     def banding(self, threshold: float) -> Banding:
         """These bands and rows with their expected error rates at ``threshold`` (approximate)."""
-        return Banding(
-            self.bands,
-            self.rows,
-            self.num_perm,
-            threshold,
-            false_positive_rate(threshold, self.bands, self.rows),
-            false_negative_rate(threshold, self.bands, self.rows),
-        )
+        return evaluate_banding(threshold, self.bands, self.rows, self.num_perm)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready fields, for storage."""

@@ -74,16 +74,21 @@ def _check_threshold(threshold: float) -> None:
 
 def false_positive_rate(threshold: float, bands: int, rows: int) -> float:
     """Mean candidate probability of pairs below the threshold (s uniform on [0, t])."""
-    _check_threshold(threshold)
-    check_banding(bands, rows, bands * rows)
-    return float(_rates(threshold, bands, np.array([rows]), bands * rows)[0][0])
+    return evaluate_banding(threshold, bands, rows).false_positive_rate
 
 
 def false_negative_rate(threshold: float, bands: int, rows: int) -> float:
     """Mean miss probability of pairs at or above the threshold (s uniform on [t, 1])."""
+    return evaluate_banding(threshold, bands, rows).false_negative_rate
+
+
+def evaluate_banding(threshold: float, bands: int, rows: int, num_perm: int | None = None) -> Banding:
+    """b bands x r rows with both expected error rates at ``threshold``, computed in one pass."""
     _check_threshold(threshold)
-    check_banding(bands, rows, bands * rows)
-    return float(_rates(threshold, bands, np.array([rows]), bands * rows)[1][0])
+    num_perm = bands * rows if num_perm is None else num_perm
+    check_banding(bands, rows, num_perm)
+    fps, fns = _rates(threshold, bands, np.array([rows]), bands * rows)
+    return Banding(bands, rows, num_perm, float(threshold), float(fps[0]), float(fns[0]))
 
 
 @dataclass(frozen=True)
