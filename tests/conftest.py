@@ -1,11 +1,123 @@
 """Suite-wide settings. Speed is measured in bench/, never here, so hypothesis has no deadline
 (numba compiles each kernel on first use, which would otherwise trip it)."""
 
+import gc
+import importlib
 import os
+import re
+import warnings
+from collections.abc import Iterator
+from typing import Any
 
+import psycopg
+import pytest
 from hypothesis import settings
+
+from neardup.storage.server import throwaway_server
 
 settings.register_profile("neardup", deadline=None, max_examples=100)
 settings.register_profile("thorough", deadline=None, max_examples=2000)
 # NEARDUP_HYPOTHESIS_PROFILE=thorough runs 20x more examples.
 settings.load_profile(os.environ.get("NEARDUP_HYPOTHESIS_PROFILE", "neardup"))
+
+# Where the session's PostgreSQL came from and its version, for the terminal summary.
+_database: dict[str, str] = {}
+
+
+def sqlalchemy_url(url: str) -> str:
+    """``url`` with the psycopg 3 driver: accepts postgres://, postgresql:// and postgresql+<driver>://."""
+    return re.sub(r"^postgres(?:ql)?(?:\+\w+)?://", "postgresql+psycopg://", url)
+
+
+def psycopg_url(url: str) -> str:
+    """The libpq form of a SQLAlchemy URL, for ``psycopg.connect``."""
+    return sqlalchemy_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def _docker_answers() -> bool:
+    """Whether a Docker engine answers within a few seconds (no engine fails in about 0.1 s)."""
+
+    def ping() -> bool:
+        try:
+            client = importlib.import_module("docker").from_env(timeout=3)
+            try:
+                return bool(client.ping())
+            finally:
+                client.close()
+        except Exception:
+            return False
+
+    with warnings.catch_warnings():
+        # A failed connection leaves docker's socket unclosed; collect it here, where that is no error.
+        warnings.simplefilter("ignore", ResourceWarning)
+        answered = ping()
+        gc.collect()
+    return answered
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    """A PostgreSQL URL (``postgresql+psycopg://``) for the session: $NEARDUP_TEST_DATABASE_URL if set,
+    else a testcontainers postgres:16 when Docker answers, else a throwaway local server."""
+    if url := os.environ.get("NEARDUP_TEST_DATABASE_URL"):
+        yield from _described("NEARDUP_TEST_DATABASE_URL", sqlalchemy_url(url))
+    elif _docker_answers():
+        with warnings.catch_warnings():  # testcontainers.postgres warns that it moved to .community
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                postgres = importlib.import_module("testcontainers.community.postgres")
+            except ImportError:
+                postgres = importlib.import_module("testcontainers.postgres")
+        with postgres.PostgresContainer("postgres:16", driver="psycopg") as container:
+            yield from _described(
+                "testcontainers postgres:16", sqlalchemy_url(container.get_connection_url())
+            )
+    else:
+        with throwaway_server() as server:
+            yield from _described(f"throwaway server in {server.data_dir}", server.url)
+
+
+def _described(source: str, url: str) -> Iterator[str]:
+    with psycopg.connect(psycopg_url(url), connect_timeout=10) as conn:
+        row = conn.execute("SHOW server_version").fetchone()
+    _database.update(source=source, version=str(row[0]) if row else "?")
+    yield url
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say which PostgreSQL the database tests ran against, if any did."""
+    if _database:
+        terminalreporter.write_line(
+            f"database_url: PostgreSQL {_database['version']} from {_database['source']}"
+        )
+
+
+@pytest.fixture(scope="session")
+def schema(database_url: str) -> Iterator[str]:
+    """A freshly migrated neardup schema for this session, dropped afterwards."""
+    from neardup.storage import migrate
+
+    name = f"nd_test_{os.getpid()}"
+    migrate.upgrade(database_url, name)
+    yield name
+    with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+
+@pytest.fixture
+def make_index(database_url: str, schema: str, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Factory: ``make_index(**create_kwargs)`` creates a collection unique to this test."""
+    from neardup.index import Index
+
+    opened: list[Index] = []
+    base = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:80]
+
+    def make(**kwargs: Any) -> Index:
+        kwargs.setdefault("name", f"{base}.{len(opened)}")
+        index = Index.create(database_url, schema=schema, **kwargs)
+        opened.append(index)
+        return index
+
+    yield make
+    for index in opened:
+        index.close()

@@ -1,7 +1,55 @@
-"""neardup: a persistent near-duplicate document index that lives in PostgreSQL."""
+"""neardup: a persistent near-duplicate document index that lives in PostgreSQL.
 
-from neardup.errors import InputError, NeardupError, ParamsError, ParamsMismatchError
+``from neardup import Index`` loads the database side on first use only, so ``neardup.core``
+stays importable (and fast to import) without touching psycopg, SQLAlchemy or alembic.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from neardup.errors import (
+    CollectionExistsError,
+    CollectionNotFoundError,
+    DatabaseConnectionError,
+    DatabaseError,
+    InputError,
+    NeardupError,
+    ParamsError,
+    ParamsMismatchError,
+    SchemaError,
+    ServerError,
+)
+
+if TYPE_CHECKING:
+    from neardup.index import AddResult, Index, Stats
 
 __version__ = "0.1.0"
 
-__all__ = ["InputError", "NeardupError", "ParamsError", "ParamsMismatchError", "__version__"]
+_LAZY = {"Index", "AddResult", "Stats"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from neardup import index
+
+        return getattr(index, name)
+    raise AttributeError(f"module 'neardup' has no attribute {name!r}")
+
+
+__all__ = [
+    "AddResult",
+    "CollectionExistsError",
+    "CollectionNotFoundError",
+    "DatabaseConnectionError",
+    "DatabaseError",
+    "Index",
+    "InputError",
+    "NeardupError",
+    "ParamsError",
+    "ParamsMismatchError",
+    "SchemaError",
+    "ServerError",
+    "Stats",
+    "__version__",
+]

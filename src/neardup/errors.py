@@ -17,3 +17,27 @@ class InputError(NeardupError, ValueError):
 
 class ParamsMismatchError(NeardupError, ValueError):
     """Stored parameters differ from the ones a caller asked for."""
+
+
+class ServerError(NeardupError, RuntimeError):
+    """A local PostgreSQL server could not be found, initialised, started or stopped."""
+
+
+class DatabaseError(NeardupError, RuntimeError):
+    """The database refused or failed an operation; the message says which and why."""
+
+
+class DatabaseConnectionError(DatabaseError):
+    """The database could not be reached, or the connection broke."""
+
+
+class SchemaError(DatabaseError):
+    """The neardup schema is missing, behind or ahead of this version of neardup."""
+
+
+class CollectionNotFoundError(NeardupError, LookupError):
+    """No collection of that name exists."""
+
+
+class CollectionExistsError(NeardupError, ValueError):
+    """A collection of that name exists already."""

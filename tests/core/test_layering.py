@@ -59,3 +59,15 @@ def test_core_imports_nothing_from_the_database_side() -> None:
     assert len(modules) >= 8
     offenders = {str(m.relative_to(CORE)): forbidden_imports(m.read_text()) for m in modules}
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_importing_the_core_loads_no_database_driver() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, neardup, neardup.core; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('psycopg', 'sqlalchemy', 'alembic')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

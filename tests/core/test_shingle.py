@@ -4,8 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neardup.core import Normalization, normalize, shingle_batch, shingles
+from neardup.core import Normalization, Ragged, normalize, shingle_batch, shingles
 from neardup.core.normalize import split_words
+from neardup.core.shingle import distinct
 from neardup.errors import ParamsError
 
 texts = st.text(alphabet=st.sampled_from("ab c\nДé✓\u3000") | st.characters(), max_size=80)
@@ -83,3 +84,18 @@ def test_golden_hashes_never_change() -> None:
 def test_bad_shingling_is_refused(kind: str, k: object) -> None:
     with pytest.raises(ParamsError, match="shingle"):
         shingles("text", kind, k)  # type: ignore[arg-type]
+
+
+@given(
+    lengths=st.lists(st.integers(0, 400), min_size=1, max_size=12),
+    seed=st.integers(0, 2**32 - 1),
+    spread=st.sampled_from([50, 2**11, 2**22, 2**32]),
+)
+def test_distinct_sorts_and_dedupes_each_document(lengths: list[int], seed: int, spread: int) -> None:
+    # Lengths on both sides of the radix-sort cut-over (64), values with repeats in every digit.
+    rng = np.random.default_rng(seed)
+    arrays = [rng.integers(0, spread, n, dtype=np.uint64).astype(np.uint32) for n in lengths]
+    got = distinct(Ragged.from_arrays(arrays, np.uint32))
+    assert len(got) == len(arrays)
+    for part, arr in zip(got, arrays, strict=True):
+        assert np.array_equal(part, np.unique(arr))

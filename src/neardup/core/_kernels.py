@@ -205,16 +205,56 @@ def word_shingle_hashes(
     return out[:o].copy(), out_off
 
 
+# Radix sort digits: 3 passes of 11 bits cover 32-bit values with 2,048 counters per pass, few
+# enough to clear per document (a document has ~10^2-10^4 shingles).
+_RADIX_BITS = 11
+_RADIX = 1 << _RADIX_BITS
+_RADIX_MASK = U32(_RADIX - 1)
+
+
+@njit(inline="always")
+def _radix_sort(values: np.ndarray, scratch: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Sort uint32 ``values`` (LSD radix, 3 passes); returns whichever buffer holds the result."""
+    n = values.shape[0]
+    src, dst = values, scratch
+    for shift in range(0, 33, _RADIX_BITS):
+        counts[:] = 0
+        for i in range(n):
+            counts[(src[i] >> U32(shift)) & _RADIX_MASK] += 1
+        total = 0
+        for d in range(_RADIX):
+            c = counts[d]
+            counts[d] = total
+            total += c
+        for i in range(n):
+            d = (src[i] >> U32(shift)) & _RADIX_MASK
+            dst[counts[d]] = src[i]
+            counts[d] += 1
+        src, dst = dst, src
+    return src
+
+
 @njit(cache=True, nogil=True)
 def unique_sorted(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sort each document's values and drop repeats."""
     n_docs = offsets.shape[0] - 1
     out = np.empty_like(values)
     out_off = np.zeros(n_docs + 1, dtype=np.int64)
+    longest = 0
+    for d in range(n_docs):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    buf_a = np.empty(longest, dtype=np.uint32)
+    buf_b = np.empty(longest, dtype=np.uint32)
+    counts = np.empty(_RADIX, dtype=np.int64)
     w = 0
     for d in range(n_docs):
-        part = np.sort(values[offsets[d] : offsets[d + 1]])
-        for i in range(part.shape[0]):
+        n = offsets[d + 1] - offsets[d]
+        if n < 64:  # a comparison sort is faster than three counting passes for a few values
+            part = np.sort(values[offsets[d] : offsets[d + 1]])
+        else:
+            buf_a[:n] = values[offsets[d] : offsets[d + 1]]
+            part = _radix_sort(buf_a[:n], buf_b[:n], counts)
+        for i in range(n):
             if i == 0 or part[i] != part[i - 1]:
                 out[w] = part[i]
                 w += 1
@@ -295,3 +335,68 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
                 h = _fmix64(h ^ U64(sig[d, i]))
             out[d, j] = h
     return out.view(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def pair_jaccard(values: np.ndarray, offsets: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Exact Jaccard of sorted distinct sets ``left[i]`` and ``right[i]``; two empty sets give 0."""
+    out = np.empty(left.shape[0], dtype=np.float64)
+    for p in range(left.shape[0]):
+        i, i_end = offsets[left[p]], offsets[left[p] + 1]
+        j, j_end = offsets[right[p]], offsets[right[p] + 1]
+        size = (i_end - i) + (j_end - j)
+        common = 0
+        while i < i_end and j < j_end:
+            x, y = values[i], values[j]
+            if x == y:
+                common += 1
+                i += 1
+                j += 1
+            elif x < y:
+                i += 1
+            else:
+                j += 1
+        union = size - common
+        out[p] = common / union if union > 0 else 0.0
+    return out
+
+
+@njit(cache=True, nogil=True)
+def pair_agreement(sigs: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Share of equal non-EMPTY rows of signatures ``left[i]`` and ``right[i]`` (a Jaccard estimate)."""
+    n = sigs.shape[1]
+    out = np.empty(left.shape[0], dtype=np.float64)
+    for p in range(left.shape[0]):
+        a, b = left[p], right[p]
+        same = 0
+        for c in range(n):
+            v = sigs[a, c]
+            same += (v == sigs[b, c]) & (v != EMPTY)
+        out[p] = same / n
+    return out
+
+
+@njit(cache=True, nogil=True)
+def group_pairs(members: np.ndarray, offsets: np.ndarray, first_new: int) -> np.ndarray:
+    """Pairs (a, b), a < b, of members sharing a group with b >= first_new; may repeat across groups.
+
+    Members of each group must be sorted ascending, so the pairs among old members (both below
+    ``first_new``), which were checked when the newer of them arrived, are never generated.
+    """
+    count = 0
+    for g in range(offsets.shape[0] - 1):
+        lo, hi = offsets[g], offsets[g + 1]
+        for j in range(lo, hi):
+            if members[j] >= first_new:
+                count += j - lo
+    out = np.empty((count, 2), dtype=np.int64)
+    k = 0
+    for g in range(offsets.shape[0] - 1):
+        lo, hi = offsets[g], offsets[g + 1]
+        for j in range(lo, hi):
+            if members[j] >= first_new:
+                for i in range(lo, j):
+                    out[k, 0] = members[i]
+                    out[k, 1] = members[j]
+                    k += 1
+    return out

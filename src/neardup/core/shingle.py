@@ -41,14 +41,26 @@ def shingle_batch(
     unique: bool = True,
 ) -> Ragged:
     """Shingle hashes of many texts in one pass; with ``unique`` each document's are sorted and distinct."""
+    return shingle_code_points(encode_batch(texts, normalization), kind, k, unique=unique)
+
+
+def shingle_code_points(
+    cps: Ragged, kind: ShingleKind = "char", k: int = 5, *, unique: bool = True
+) -> Ragged:
+    """Shingle hashes of already normalised code points (as from ``encode_batch``)."""
     check_shingling(kind, k)
-    cps = encode_batch(texts, normalization)
     if kind == "char":
         values, offsets = _kernels.char_shingle_hashes(cps.values, cps.offsets, int(k))
     else:
         values, offsets = _kernels.word_shingle_hashes(cps.values, cps.offsets, int(k), is_space_table())
     if unique:
         values, offsets = _kernels.unique_sorted(values, offsets)
+    return Ragged(values, offsets)
+
+
+def distinct(sets: Ragged) -> Ragged:
+    """Each document's values sorted with repeats dropped (what exact Jaccard needs)."""
+    values, offsets = _kernels.unique_sorted(np.ascontiguousarray(sets.values, dtype=np.uint32), sets.offsets)
     return Ragged(values, offsets)
 
 

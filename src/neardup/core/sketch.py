@@ -3,16 +3,46 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from neardup.core.content import content_hashes
 from neardup.core.lsh import band_keys
 from neardup.core.minhash import MinHasher
+from neardup.core.normalize import encode_batch
 from neardup.core.params import HASH_VERSION, Params
 from neardup.core.ragged import Ragged
-from neardup.core.shingle import shingle_batch
+from neardup.core.shingle import distinct, shingle_batch, shingle_code_points
 from neardup.errors import ParamsMismatchError
+
+
+@dataclass(frozen=True, eq=False)
+class Sketch:
+    """Everything the index stores or checks about a batch of texts, row i for text i."""
+
+    shingles: Ragged
+    """Shingle hashes of each text in text order, repeats kept (``distinct`` sorts and dedupes)."""
+    signatures: npt.NDArray[np.uint32]
+    """MinHash signatures, docs x num_perm."""
+    content_hashes: list[bytes]
+    """Hash of each normalised text: equal exactly when the normalised texts are equal."""
+
+    @property
+    def shingle_counts(self) -> npt.NDArray[np.int64]:
+        """Number of shingles of each text, repeats included (0 exactly for a text with none)."""
+        return self.shingles.lengths()
+
+    def distinct_shingles(self, rows: npt.NDArray[np.int64]) -> Ragged:
+        """Sorted distinct shingle sets of the given texts, in the order of ``rows``."""
+        lengths = self.shingles.lengths()[rows]
+        offsets = np.zeros(rows.size + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        starts = self.shingles.offsets[rows]
+        # Gather the rows' slices into one flat array without a Python loop.
+        index = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
+        return distinct(Ragged(np.asarray(self.shingles.values)[index], offsets))
 
 
 class Sketcher:
@@ -36,6 +66,15 @@ class Sketcher:
         """MinHash signatures of the texts, one row each; empty texts get all-EMPTY rows."""
         # Repeated shingles cannot change a minimum, so the sort-and-dedupe step is skipped.
         return self.minhasher.signatures(self.shingles(texts, unique=False))
+
+    def sketch(self, texts: Sequence[str]) -> Sketch:
+        """Shingles, signatures and content hashes of the texts, normalising each text once."""
+        p = self.params
+        cps = encode_batch(texts, p.normalization)
+        # Repeated shingles cannot change a minimum: sorting and deduping waits for verification,
+        # which needs it only for the few texts that have candidates.
+        sets = shingle_code_points(cps, p.shingle, p.k, unique=False)
+        return Sketch(sets, self.minhasher.signatures(sets), content_hashes(cps))
 
     def band_keys(self, signatures: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
         """Bucket keys of signatures, shape docs x bands."""

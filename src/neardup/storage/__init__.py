@@ -1,0 +1,1 @@
+"""PostgreSQL storage for neardup."""

@@ -1,0 +1,187 @@
+"""The buckets table (band, bucket, content): candidate pairs by an indexed lookup or a grouping.
+
+Each collection's partition has one unique index (band, bucket, content_id), the order a lookup
+or a merge by bucket wants and a key that contains the bucket (so a collection could later be
+distributed by bucket). Bulk loads drop the index and build it afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup.storage.binary import copy_stream
+from neardup.storage.scope import Scope
+
+
+def flat_rows(
+    content_ids: npt.NDArray[np.int64], keys: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(band, bucket, content) rows of a contents x bands key matrix, in index order by band and bucket."""
+    n, bands = keys.shape
+    # Rows in index order touch each btree leaf once, in sequence, instead of at random.
+    order = np.argsort(keys, axis=0, kind="stable")  # per band: a sort of n keys, not of n*bands rows
+    bucket = np.take_along_axis(keys, order, axis=0).T.reshape(-1)
+    content = content_ids[order].T.reshape(-1)
+    band = np.repeat(np.arange(bands, dtype=np.int16), n)
+    return band, bucket, content
+
+
+def has_index(scope: Scope) -> bool:
+    """Whether the collection's bucket partition has its lookup index."""
+    row = scope.conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL", (scope.sql("{bucket_index_q}").as_string(scope.conn),)
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def drop_index(scope: Scope) -> None:
+    """Drop the lookup index before a bulk load (transactional: a rollback restores it)."""
+    scope.conn.execute(scope.sql("DROP INDEX IF EXISTS {bucket_index_q}"))
+
+
+def create_index(scope: Scope) -> None:
+    """Build the lookup index after a bulk load, and refresh the partition's statistics."""
+    scope.conn.execute(
+        scope.sql(
+            "CREATE UNIQUE INDEX IF NOT EXISTS {bucket_index} ON {buckets_p} (band, bucket, content_id)"
+        )
+    )
+    scope.conn.execute(scope.sql("ANALYZE {buckets_p}"))
+
+
+def insert(
+    scope: Scope, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64], content: npt.NDArray[np.int64]
+) -> None:
+    """Insert (band, bucket, content) rows (as from ``flat_rows``) with binary COPY."""
+    coll = np.full(band.shape[0], scope.collection_id, dtype=np.int32)
+    data = copy_stream([("int4", coll), ("int2", band), ("int8", bucket), ("int8", content)])
+    with (
+        scope.conn.cursor() as cur,
+        cur.copy(
+            scope.sql("COPY {buckets_p} (collection_id, band, bucket, content_id) FROM STDIN (FORMAT BINARY)")
+        ) as cp,
+    ):
+        cp.write(data)
+
+
+def _columns(scope: Scope, query: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(band, bucket, content) columns of a query, fetched as three binary arrays in one row."""
+    with scope.conn.cursor(binary=True) as cur:
+        row = cur.execute(
+            scope.sql(f"SELECT array_agg(band), array_agg(bucket), array_agg(content_id) FROM ({query}) q"),
+            {"c": scope.collection_id},
+        ).fetchone()
+    if row is None or row[0] is None:
+        return np.empty(0, np.int16), np.empty(0, np.int64), np.empty(0, np.int64)
+    return row[0], row[1], row[2]
+
+
+def shared_buckets(scope: Scope) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(band, bucket, content) of every row whose bucket holds two or more contents."""
+    return _columns(
+        scope,
+        "SELECT b.band, b.bucket, b.content_id FROM {buckets_p} b JOIN ("
+        "SELECT band, bucket FROM {buckets_p} WHERE collection_id = %(c)s "
+        "GROUP BY band, bucket HAVING count(*) > 1) h ON h.band = b.band AND h.bucket = b.bucket",
+    )
+
+
+def members_of(
+    scope: Scope, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(band, bucket, content) of every stored row in the given (band, bucket) pairs (distinct pairs)."""
+    scope.conn.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS neardup_keys (band smallint, bucket bigint) ON COMMIT DELETE ROWS"
+    )
+    with (
+        scope.conn.cursor() as cur,
+        cur.copy("COPY neardup_keys (band, bucket) FROM STDIN (FORMAT BINARY)") as cp,
+    ):
+        cp.write(copy_stream([("int2", band), ("int8", bucket)]))
+    scope.conn.execute("ANALYZE neardup_keys")
+    # Probe the index once per key. With many keys the planner would rather hash-join or merge
+    # against the whole partition, a scan that grows with the collection; the probes do not.
+    scope.conn.execute("SET LOCAL enable_hashjoin = off")
+    scope.conn.execute("SET LOCAL enable_mergejoin = off")
+    found = _columns(
+        scope,
+        "SELECT b.band, b.bucket, b.content_id FROM neardup_keys k JOIN {buckets_p} b "
+        "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket",
+    )
+    # (After an error the transaction rolls back, and SET LOCAL with it.)
+    scope.conn.execute("RESET enable_hashjoin")
+    scope.conn.execute("RESET enable_mergejoin")
+    return found
+
+
+def delete(
+    scope: Scope, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64], content: npt.NDArray[np.int64]
+) -> None:
+    """Delete the given (band, bucket, content) rows, found through the index."""
+    scope.conn.execute(
+        scope.sql(
+            "DELETE FROM {buckets_p} b "
+            "USING unnest(%s::int2[], %s::int8[], %s::int8[]) AS k(band, bucket, content_id) "
+            "WHERE b.collection_id = %s AND b.band = k.band AND b.bucket = k.bucket "
+            "AND b.content_id = k.content_id"
+        ),
+        (band.tolist(), bucket.tolist(), content.tolist(), scope.collection_id),
+    )
+
+
+def truncate(scope: Scope) -> None:
+    """Remove every bucket row of the collection (before a re-banding)."""
+    scope.conn.execute(scope.sql("TRUNCATE {buckets_p}"))
+
+
+def lookup(scope: Scope, keys: npt.NDArray[np.int64], with_text: bool) -> list[tuple[Any, ...]]:
+    """Contents sharing a bucket with the keys (one per band): (content, signature, text, ids)."""
+    text = (
+        "(SELECT d.text FROM {documents_p} d WHERE d.collection_id = %(c)s AND d.content_id = c.content_id "
+        "ORDER BY d.doc_id LIMIT 1)"
+        if with_text
+        else "NULL::text"
+    )
+    with scope.conn.cursor(binary=True) as cur:
+        return cur.execute(
+            scope.sql(
+                f"""
+SELECT c.content_id, s.signature, {text},
+       ARRAY(SELECT d.external_id FROM {{documents_p}} d
+             WHERE d.collection_id = %(c)s AND d.content_id = c.content_id ORDER BY d.external_id)
+FROM (SELECT DISTINCT b.content_id
+      FROM unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket)
+      JOIN {{buckets_p}} b ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket) c
+JOIN {{signatures_p}} s ON s.collection_id = %(c)s AND s.content_id = c.content_id"""
+            ),
+            {"c": scope.collection_id, "bands": list(range(keys.shape[0])), "keys": keys.tolist()},
+            prepare=True,
+        ).fetchall()
+
+
+def largest(scope: Scope, limit: int) -> list[tuple[int, int, int]]:
+    """The ``limit`` fullest buckets: (band, bucket, contents)."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT band, bucket, count(*) AS n FROM {buckets_p} WHERE collection_id = %s "
+            "GROUP BY band, bucket ORDER BY n DESC, band, bucket LIMIT %s"
+        ),
+        (scope.collection_id, limit),
+    ).fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def count(scope: Scope) -> int:
+    """Number of bucket rows of the collection."""
+    row = scope.conn.execute(scope.sql("SELECT count(*) FROM {buckets_p}")).fetchone()
+    return int(row[0]) if row else 0
+
+
+def distinct_keys(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int64]]:
+    """Distinct (band, bucket) pairs of a contents x bands key matrix."""
+    per_band = [np.unique(keys[:, b]) for b in range(keys.shape[1])]
+    band = np.repeat(np.arange(len(per_band), dtype=np.int16), [u.size for u in per_band])
+    return band, np.concatenate(per_band) if per_band else np.empty(0, np.int64)

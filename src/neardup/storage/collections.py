@@ -1,0 +1,128 @@
+"""The collections table: one row per independent index, with its parameters and id counters."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from neardup.storage.names import PARTITIONED_TABLES
+from neardup.storage.scope import Scope
+
+
+@dataclass(frozen=True)
+class CollectionRow:
+    """A stored collection as read from the database."""
+
+    collection_id: int
+    name: str
+    params: dict[str, Any]
+    threshold: float
+    store_text: bool
+    unicode_version: str
+    next_content_id: int
+    next_doc_id: int
+    created_at: datetime
+    updated_at: datetime
+
+
+_COLUMNS = (
+    "collection_id, name, params, threshold, store_text, unicode_version, "
+    "next_content_id, next_doc_id, created_at, updated_at"
+)
+
+
+def _row(values: tuple[Any, ...] | None) -> CollectionRow | None:
+    if values is None:
+        return None
+    params = values[2] if isinstance(values[2], dict) else json.loads(values[2])
+    return CollectionRow(values[0], values[1], params, *values[3:])
+
+
+def get(scope: Scope, name: str, *, lock: bool = False) -> CollectionRow | None:
+    """The collection called ``name``, or None; ``lock`` holds its row until the transaction ends,
+    which is how writers to one collection take turns."""
+    query = f"SELECT {_COLUMNS} FROM {{s}}.collections WHERE name = %s" + (" FOR UPDATE" if lock else "")
+    return _row(scope.conn.execute(scope.sql(query), (name,)).fetchone())
+
+
+def names(scope: Scope) -> list[str]:
+    """Names of all collections, sorted."""
+    rows = scope.conn.execute(scope.sql("SELECT name FROM {s}.collections ORDER BY name")).fetchall()
+    return [r[0] for r in rows]
+
+
+def insert(
+    scope: Scope, name: str, params: dict[str, Any], threshold: float, store_text: bool, unicode_version: str
+) -> CollectionRow:
+    """Insert a collection row and create its partitions (no rows, no bucket index yet)."""
+    row = _row(
+        scope.conn.execute(
+            scope.sql(
+                "INSERT INTO {s}.collections (name, params, threshold, store_text, unicode_version) "
+                f"VALUES (%s, %s, %s, %s, %s) RETURNING {_COLUMNS}"
+            ),
+            (name, Jsonb(params), threshold, store_text, unicode_version),
+        ).fetchone()
+    )
+    assert row is not None
+    here = scope.with_collection(row.collection_id)
+    for table in PARTITIONED_TABLES:
+        here.conn.execute(
+            here.sql(
+                f"CREATE TABLE {{{table}_p}} PARTITION OF {{s}}.{table} FOR VALUES IN ({row.collection_id})"
+            )
+        )
+    return row
+
+
+def drop(scope: Scope) -> None:
+    """Delete the scope's collection with all its rows (its partitions are dropped)."""
+    for table in reversed(PARTITIONED_TABLES):
+        scope.conn.execute(scope.sql(f"DROP TABLE IF EXISTS {{{table}_p}}"))
+    scope.conn.execute(
+        scope.sql("DELETE FROM {s}.collections WHERE collection_id = %s"), (scope.collection_id,)
+    )
+
+
+def advance(scope: Scope, next_content_id: int, next_doc_id: int) -> None:
+    """Store the id counters after a batch and touch ``updated_at``."""
+    scope.conn.execute(
+        scope.sql(
+            "UPDATE {s}.collections SET next_content_id = %s, next_doc_id = %s, updated_at = now() "
+            "WHERE collection_id = %s"
+        ),
+        (next_content_id, next_doc_id, scope.collection_id),
+    )
+
+
+def set_params(scope: Scope, params: dict[str, Any], threshold: float) -> None:
+    """Replace the stored parameters (after a rebuild)."""
+    scope.conn.execute(
+        scope.sql(
+            "UPDATE {s}.collections SET params = %s, threshold = %s, updated_at = now() "
+            "WHERE collection_id = %s"
+        ),
+        (Jsonb(params), threshold, scope.collection_id),
+    )
+
+
+def rename(scope: Scope, name: str) -> None:
+    """Give the scope's collection another name."""
+    scope.conn.execute(
+        scope.sql("UPDATE {s}.collections SET name = %s WHERE collection_id = %s"),
+        (name, scope.collection_id),
+    )
+
+
+def truncate_all(scope: Scope) -> None:
+    """Remove every document, content, signature, bucket and pair of the collection; reset its ids."""
+    tables = ", ".join(f"{{{t}_p}}" for t in ("pairs", "buckets", "signatures", "documents"))
+    scope.conn.execute(scope.sql(f"TRUNCATE {tables}"))
+    # A partition referenced by a foreign key cannot be truncated; with nothing referencing
+    # its rows any more, a DELETE checks each key once through the referencing indexes.
+    scope.conn.execute(scope.sql("DELETE FROM {contents_p}"))
+    advance(scope, 1, 1)

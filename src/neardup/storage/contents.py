@@ -1,0 +1,157 @@
+"""Contents (one row per distinct normalised text) with their signatures and cluster labels."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup.storage.binary import copy_stream
+from neardup.storage.scope import Scope
+
+
+def _copy(scope: Scope, table_and_columns: str, data: bytes) -> None:
+    with (
+        scope.conn.cursor() as cur,
+        cur.copy(scope.sql(f"COPY {table_and_columns} FROM STDIN (FORMAT BINARY)")) as cp,
+    ):
+        cp.write(data)
+
+
+def insert(
+    scope: Scope,
+    content_ids: npt.NDArray[np.int64],
+    hashes: Sequence[bytes],
+    shingle_counts: npt.NDArray[np.int64],
+    signatures: npt.NDArray[np.uint32],
+) -> None:
+    """Insert new contents (each its own cluster) and their signatures, with binary COPY."""
+    n = content_ids.shape[0]
+    coll = np.full(n, scope.collection_id, dtype=np.int32)
+    digest = (
+        np.frombuffer(b"".join(hashes), dtype=np.uint8).reshape(n, -1) if n else np.empty((0, 16), np.uint8)
+    )
+    _copy(
+        scope,
+        "{contents_p} (collection_id, content_id, content_hash, shingle_count, cluster_id)",
+        copy_stream(
+            [
+                ("int4", coll),
+                ("int8", content_ids),
+                ("bytea", digest),
+                ("int4", shingle_counts),
+                ("int8", content_ids),
+            ]
+        ),
+    )
+    _copy(
+        scope,
+        "{signatures_p} (collection_id, content_id, signature)",
+        copy_stream([("int4", coll), ("int8", content_ids), ("int4[]", signatures)]),
+    )
+
+
+def signatures(
+    scope: Scope, content_ids: Sequence[int] | None, num_perm: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Stored signatures of the given contents (all of them for None): (sorted ids, one row per id)."""
+    which = "" if content_ids is None else "AND content_id IN (SELECT unnest(%s::int8[])) "
+    params = (scope.collection_id,) if content_ids is None else (scope.collection_id, list(content_ids))
+    with scope.conn.cursor(binary=True) as cur:
+        rows = cur.execute(
+            scope.sql(
+                "SELECT content_id, signature FROM {signatures_p} "
+                f"WHERE collection_id = %s {which}ORDER BY content_id"
+            ),
+            params,
+        ).fetchall()
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    matrix = np.stack([r[1] for r in rows]) if rows else np.empty((0, num_perm), dtype=np.uint32)
+    return ids, matrix
+
+
+def orphans(scope: Scope, content_ids: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Those of the given contents that no document points at: (content ids, their cluster ids)."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT t.content_id, t.cluster_id FROM {contents_p} t "
+            "WHERE t.collection_id = %s AND t.content_id IN (SELECT unnest(%s::int8[])) AND NOT EXISTS "
+            "(SELECT 1 FROM {documents_p} d "
+            "WHERE d.collection_id = t.collection_id AND d.content_id = t.content_id)"
+        ),
+        (scope.collection_id, list(content_ids)),
+    ).fetchall()
+    return [r[0] for r in rows], [r[1] for r in rows]
+
+
+def delete(scope: Scope, content_ids: Sequence[int]) -> None:
+    """Delete contents with their signatures; their pairs go with them (ON DELETE CASCADE)."""
+    scope.conn.execute(
+        scope.sql(
+            "WITH gone AS (DELETE FROM {signatures_p} WHERE collection_id = %(c)s "
+            "AND content_id IN (SELECT unnest(%(ids)s::int8[]))) "
+            "DELETE FROM {contents_p} "
+            "WHERE collection_id = %(c)s AND content_id IN (SELECT unnest(%(ids)s::int8[]))"
+        ),
+        {"c": scope.collection_id, "ids": list(content_ids)},
+    )
+
+
+def cluster_labels(scope: Scope, content_ids: Sequence[int]) -> dict[int, int]:
+    """The cluster label of each given content."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT content_id, cluster_id FROM {contents_p} "
+            "WHERE collection_id = %s AND content_id IN (SELECT unnest(%s::int8[]))"
+        ),
+        (scope.collection_id, list(content_ids)),
+    ).fetchall()
+    return {r[0]: r[1] for r in rows}
+
+
+def cluster_members(scope: Scope, cluster_ids: Sequence[int]) -> list[int]:
+    """Every content in the given clusters."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT content_id FROM {contents_p} "
+            "WHERE collection_id = %s AND cluster_id IN (SELECT unnest(%s::int8[]))"
+        ),
+        (scope.collection_id, list(cluster_ids)),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def relabel_clusters(scope: Scope, old: Sequence[int], new: Sequence[int]) -> None:
+    """Merge clusters: every content labelled ``old[i]`` is labelled ``new[i]``."""
+    scope.conn.execute(
+        scope.sql(
+            "UPDATE {contents_p} t SET cluster_id = m.new "
+            "FROM unnest(%s::int8[], %s::int8[]) AS m(old, new) "
+            "WHERE t.collection_id = %s AND t.cluster_id = m.old"
+        ),
+        (list(old), list(new), scope.collection_id),
+    )
+
+
+def set_labels(scope: Scope, content_ids: Sequence[int], labels: Sequence[int]) -> None:
+    """Set the cluster label of each given content (rows already right are not rewritten)."""
+    scope.conn.execute(
+        scope.sql(
+            "UPDATE {contents_p} t SET cluster_id = m.label "
+            "FROM unnest(%s::int8[], %s::int8[]) AS m(id, label) "
+            "WHERE t.collection_id = %s AND t.content_id = m.id AND t.cluster_id <> m.label"
+        ),
+        (list(content_ids), list(labels), scope.collection_id),
+    )
+
+
+def reset_labels(scope: Scope) -> None:
+    """Make every content its own cluster (before clusters are recomputed from all pairs)."""
+    scope.conn.execute(
+        scope.sql(
+            "UPDATE {contents_p} SET cluster_id = content_id "
+            "WHERE collection_id = %s AND cluster_id <> content_id"
+        ),
+        (scope.collection_id,),
+    )

@@ -1,0 +1,149 @@
+"""The documents table: the caller's records, each pointing at the content (normalised text) it has."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from psycopg.types.json import Jsonb
+
+from neardup.storage.scope import Scope
+
+
+@dataclass(frozen=True)
+class Match:
+    """What is stored already for one incoming record (by its id, or by its content hash)."""
+
+    position: int
+    """Index of the record in the batch."""
+    doc_id: int | None
+    """The stored document with the same external id, if any."""
+    content_id: int | None
+    """That document's content."""
+    existing_content: int | None
+    """A stored content with the record's content hash, if any."""
+    text: str | None
+    """The stored document's text and metadata, when its content equals the record's (to tell
+    'unchanged' from 'metadata or raw text changed')."""
+    meta: Any
+
+
+def match(scope: Scope, external_ids: Sequence[str], content_hashes: Sequence[bytes]) -> list[Match]:
+    """Stored documents with the batch's ids and stored contents with its hashes, one statement."""
+    # One index probe per record: a hash join would scan whole partitions, growing with the archive.
+    scope.conn.execute("SET LOCAL enable_hashjoin = off")
+    scope.conn.execute("SET LOCAL enable_mergejoin = off")
+    rows = scope.conn.execute(
+        scope.sql(
+            """
+SELECT m.ord - 1, d.doc_id, d.content_id, e.content_id,
+       CASE WHEN e.content_id = d.content_id THEN d.text END,
+       CASE WHEN e.content_id = d.content_id THEN d.meta END
+FROM unnest(%(ids)s::text[], %(hashes)s::bytea[]) WITH ORDINALITY AS m(external_id, content_hash, ord)
+LEFT JOIN {documents_p} d ON d.collection_id = %(c)s AND d.external_id = m.external_id COLLATE "C"
+LEFT JOIN {contents_p} e ON e.collection_id = %(c)s AND e.content_hash = m.content_hash
+WHERE d.doc_id IS NOT NULL OR e.content_id IS NOT NULL"""
+        ),
+        {"ids": list(external_ids), "hashes": list(content_hashes), "c": scope.collection_id},
+    ).fetchall()
+    scope.conn.execute("RESET enable_hashjoin")
+    scope.conn.execute("RESET enable_mergejoin")
+    return [Match(*r) for r in rows]
+
+
+def insert(
+    scope: Scope,
+    doc_ids: npt.NDArray[np.int64],
+    external_ids: Sequence[str],
+    content_ids: npt.NDArray[np.int64],
+    texts: Sequence[str | None],
+    metas: Sequence[Any],
+) -> None:
+    """Insert documents with binary COPY (ids, contents, texts and metadata given per row)."""
+    c = scope.collection_id
+    with (
+        scope.conn.cursor() as cur,
+        cur.copy(
+            scope.sql(
+                "COPY {documents_p} (collection_id, doc_id, external_id, content_id, text, meta) "
+                "FROM STDIN (FORMAT BINARY)"
+            )
+        ) as copy,
+    ):
+        copy.set_types(["int4", "int8", "text", "int8", "text", "jsonb"])
+        for doc_id, ext, content_id, text, meta in zip(
+            doc_ids.tolist(), external_ids, content_ids.tolist(), texts, metas, strict=True
+        ):
+            copy.write_row((c, doc_id, ext, content_id, text, None if meta is None else Jsonb(meta)))
+
+
+def delete(scope: Scope, doc_ids: Sequence[int]) -> list[int]:
+    """Delete documents by internal id; returns the contents they pointed at."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "DELETE FROM {documents_p} "
+            "WHERE collection_id = %s AND doc_id IN (SELECT unnest(%s::int8[])) "
+            "RETURNING content_id"
+        ),
+        (scope.collection_id, list(doc_ids)),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def delete_by_external_id(scope: Scope, external_ids: Sequence[str]) -> tuple[list[str], list[int]]:
+    """Delete documents by the caller's ids; returns the ids found and the contents they pointed at."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "DELETE FROM {documents_p} "
+            "WHERE collection_id = %s "
+            'AND external_id IN (SELECT u COLLATE "C" FROM unnest(%s::text[]) AS u) '
+            "RETURNING external_id, content_id"
+        ),
+        (scope.collection_id, list(external_ids)),
+    ).fetchall()
+    return [r[0] for r in rows], [r[1] for r in rows]
+
+
+def texts(scope: Scope, content_ids: Sequence[int]) -> dict[int, str]:
+    """One stored text per content (its earliest document's), for re-shingling."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT DISTINCT ON (content_id) content_id, text FROM {documents_p} "
+            "WHERE collection_id = %s AND content_id IN (SELECT unnest(%s::int8[])) "
+            "ORDER BY content_id, doc_id"
+        ),
+        (scope.collection_id, list(content_ids)),
+    ).fetchall()
+    return {r[0]: r[1] for r in rows}
+
+
+def stash(scope: Scope) -> int:
+    """Copy every document (id, text, meta) into a temporary table, for a rebuild; returns the count."""
+    scope.conn.execute("DROP TABLE IF EXISTS neardup_stash")
+    scope.conn.execute(
+        scope.sql(
+            "CREATE TEMP TABLE neardup_stash ON COMMIT DROP AS "
+            "SELECT row_number() OVER (ORDER BY doc_id) AS n, "
+            "external_id, text, meta FROM {documents_p} WHERE collection_id = %s"
+        ),
+        (scope.collection_id,),
+    )
+    row = scope.conn.execute("SELECT count(*) FROM neardup_stash").fetchone()
+    return int(row[0]) if row else 0
+
+
+def stashed(scope: Scope, batch_size: int) -> Iterator[list[tuple[str, str, Any]]]:
+    """The stashed documents as (external_id, text, meta), in their old order, ``batch_size`` at a time."""
+    last = 0
+    while True:
+        rows = scope.conn.execute(
+            "SELECT n, external_id, text, meta FROM neardup_stash WHERE n > %s ORDER BY n LIMIT %s",
+            (last, batch_size),
+        ).fetchall()
+        if not rows:
+            return
+        last = rows[-1][0]
+        yield [(r[1], r[2], r[3]) for r in rows]

@@ -1,0 +1,90 @@
+"""Schema migrations (alembic), run on neardup's own connection: upgrade, downgrade, current."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import SQLAlchemyError
+
+from neardup.errors import DatabaseError, SchemaError
+from neardup.storage.connect import redacted, sqlalchemy_url
+from neardup.storage.names import DEFAULT_SCHEMA, VERSION_TABLE, check_schema_name
+
+
+def migrations_dir() -> Path:
+    """The alembic script directory: inside the installed wheel, else the source checkout's."""
+    packaged = Path(str(resources.files("neardup"))) / "_migrations"
+    if (packaged / "env.py").is_file():
+        return packaged
+    checkout = Path(__file__).resolve().parents[3] / "migrations"
+    if (checkout / "env.py").is_file():
+        return checkout
+    raise SchemaError(f"neardup's migrations are missing (looked in {packaged} and {checkout})")
+
+
+def _config(schema: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(migrations_dir()))
+    config.attributes["schema"] = check_schema_name(schema)
+    return config
+
+
+def head_revision() -> str:
+    """The newest revision this version of neardup knows."""
+    head = ScriptDirectory.from_config(_config(DEFAULT_SCHEMA)).get_current_head()
+    assert head is not None
+    return head
+
+
+def _run(url: str, schema: str, action: str, revision: str) -> None:
+    config = _config(schema)
+    engine = create_engine(sqlalchemy_url(url))
+    try:
+        with engine.begin() as conn:
+            # One migrator per schema at a time; the lock ends with the transaction.
+            conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"neardup:{schema}"})
+            config.attributes["connection"] = conn
+            if action == "upgrade":
+                command.upgrade(config, revision)
+            else:
+                command.downgrade(config, revision)
+    except SQLAlchemyError as exc:
+        raise DatabaseError(
+            f"{action} of schema {schema!r} at {redacted(url)}: {exc.__cause__ or exc}"
+        ) from exc
+    finally:
+        engine.dispose()
+
+
+def upgrade(url: str, schema: str = DEFAULT_SCHEMA, revision: str = "head") -> None:
+    """Create or bring the neardup schema up to ``revision`` (default: the newest), in one transaction."""
+    _run(url, schema, "upgrade", revision)
+
+
+def downgrade(url: str, schema: str = DEFAULT_SCHEMA, revision: str = "base") -> None:
+    """Take the schema down to ``revision``; ``base`` drops every neardup table (and its data)."""
+    _run(url, schema, "downgrade", revision)
+
+
+def current_revision(url: str, schema: str = DEFAULT_SCHEMA) -> str | None:
+    """The revision the schema is at, or None when it was never migrated."""
+    check_schema_name(schema)
+    engine = create_engine(sqlalchemy_url(url))
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(
+                conn, opts={"version_table": VERSION_TABLE, "version_table_schema": schema}
+            )
+            return context.get_current_revision()
+    except SQLAlchemyError as exc:
+        raise DatabaseError(
+            f"reading the schema revision at {redacted(url)}: {exc.__cause__ or exc}"
+        ) from exc
+    finally:
+        engine.dispose()

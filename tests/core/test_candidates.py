@@ -1,0 +1,32 @@
+"""Candidate pairs from bucket groups: each pair once, only pairs involving new documents."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from neardup.core import Ragged
+from neardup.core.candidates import candidate_pairs
+
+groups_strategy = st.lists(st.lists(st.integers(0, 40), min_size=1, max_size=8, unique=True), max_size=15)
+
+
+@given(groups=groups_strategy, first_new=st.integers(0, 41))
+def test_candidate_pairs_equal_a_plain_enumeration(groups: list[list[int]], first_new: int) -> None:
+    expected = set()
+    for group in groups:
+        for a, b in itertools.combinations(sorted(group), 2):
+            if b >= first_new:
+                expected.add((a, b))
+    got = candidate_pairs(Ragged.from_arrays(groups, np.int64), first_new)
+    assert got.shape[1] == 2
+    assert [tuple(p) for p in got.tolist()] == sorted(expected)
+
+
+def test_large_ids_take_the_general_path() -> None:
+    big = 2**40
+    got = candidate_pairs(Ragged.from_arrays([[big, big + 1], [big + 1, big]], np.int64))
+    assert got.tolist() == [[big, big + 1]]

@@ -1,0 +1,66 @@
+"""Exact Jaccard of many pairs, signature agreement and the prefilter floor."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from neardup.core import MinHasher, Ragged, agreement
+from neardup.core.verify import PREFILTER_SIGMAS, exact_jaccard, prefilter_floor, signature_agreement
+from neardup.errors import ParamsError
+
+sets_strategy = st.lists(st.frozensets(st.integers(0, 60), max_size=30), min_size=1, max_size=12)
+
+
+@given(sets=sets_strategy, data=st.data())
+def test_exact_jaccard_equals_python_sets(sets: list[frozenset[int]], data: st.DataObject) -> None:
+    ragged = Ragged.from_arrays([sorted(s) for s in sets], np.uint32)
+    n = len(sets)
+    left = data.draw(st.lists(st.integers(0, n - 1), max_size=20))
+    right = data.draw(st.lists(st.integers(0, n - 1), min_size=len(left), max_size=len(left)))
+    got = exact_jaccard(ragged, left, right)
+    for g, a, b in zip(got, left, right, strict=True):
+        union = sets[a] | sets[b]
+        assert g == (len(sets[a] & sets[b]) / len(union) if union else 0.0)
+
+
+@given(seed=st.integers(0, 2**32 - 1))
+def test_signature_agreement_equals_row_wise_agreement(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    mh = MinHasher(64, seed=3)
+    sigs = mh.signatures([rng.integers(0, 1000, rng.integers(0, 50)) for _ in range(8)])
+    left, right = rng.integers(0, 8, 30), rng.integers(0, 8, 30)
+    assert np.array_equal(signature_agreement(sigs, left, right), agreement(sigs[left], sigs[right]))
+
+
+def test_bad_indices_are_refused() -> None:
+    ragged = Ragged.from_arrays([[1, 2], [2, 3]], np.uint32)
+    with pytest.raises(ParamsError, match=r"pair indices must lie in \[0, 2\)"):
+        exact_jaccard(ragged, [0], [2])
+    with pytest.raises(ParamsError, match="one length"):
+        exact_jaccard(ragged, [0, 1], [1])
+
+
+def test_prefilter_floor_is_sigmas_below_the_threshold() -> None:
+    assert prefilter_floor(0.8, 128) == pytest.approx(0.8 - PREFILTER_SIGMAS * math.sqrt(0.8 * 0.2 / 128))
+    assert prefilter_floor(1.0, 128) == 1.0
+    with pytest.raises(ParamsError):
+        prefilter_floor(0.0, 128)
+
+
+def test_prefilter_loses_almost_no_pair_at_the_threshold() -> None:
+    # Pairs with J exactly 0.8 (400 of 500 shared): at most a tiny share fall below the floor.
+    rng = np.random.default_rng(5)
+    mh = MinHasher(128, seed=1)
+    floor = prefilter_floor(0.8, 128)
+    below = 0
+    for _ in range(400):
+        universe = rng.choice(2**31, 500, replace=False)
+        a, b = universe[:450], universe[50:]  # |A & B| = 400, |A | B| = 500
+        sig = mh.signatures([a, b])
+        below += float(agreement(sig[0], sig[1])) < floor
+    assert below <= 2

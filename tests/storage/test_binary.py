@@ -1,0 +1,72 @@
+"""Binary COPY streams built by numpy round-trip through a real PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from neardup.storage.binary import copy_stream, parse_stream
+from neardup.storage.connect import Connection, connect
+
+
+@pytest.fixture(scope="module")
+def conn(database_url: str) -> Iterator[Connection]:
+    c = connect(database_url)
+    yield c
+    c.close()
+
+
+@settings(max_examples=25)
+@given(
+    n=st.integers(0, 40),
+    width=st.integers(1, 9),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_copy_stream_round_trip(conn: Connection, n: int, width: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    i2 = rng.integers(-(2**15), 2**15, n, dtype=np.int16)
+    i8 = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
+    f8 = rng.random(n)
+    raw = rng.integers(0, 256, (n, 16), dtype=np.uint8)
+    sig = rng.integers(0, 2**32, (n, width), dtype=np.uint32)
+    with conn.transaction(force_rollback=True):
+        conn.execute("CREATE TEMP TABLE t (a int2, b int8, c float8, d bytea, e int4[])")
+        with conn.cursor() as cur, cur.copy("COPY t FROM STDIN (FORMAT BINARY)") as cp:
+            cp.write(
+                copy_stream([("int2", i2), ("int8", i8), ("float8", f8), ("bytea", raw), ("int4[]", sig)])
+            )
+        with conn.cursor(binary=True) as cur:
+            rows = cur.execute("SELECT a, b, c, d, e FROM t").fetchall()
+        assert [r[0] for r in rows] == i2.tolist()
+        assert [r[1] for r in rows] == i8.tolist()
+        assert [r[2] for r in rows] == f8.tolist()
+        assert [bytes(r[3]) for r in rows] == [bytes(x) for x in raw]
+        for r, s in zip(rows, sig, strict=True):
+            assert (r[4] == s).all()
+            assert r[4].dtype == np.uint32
+        chunks: list[bytes] = []
+        with conn.cursor() as cur, cur.copy("COPY (SELECT a, b FROM t) TO STDOUT (FORMAT BINARY)") as cp:
+            chunks.extend(bytes(c) for c in cp)
+        a, b = parse_stream(b"".join(chunks), ["int2", "int8"])
+        assert a.tolist() == i2.tolist()
+        assert b.tolist() == i8.tolist()
+
+
+@given(hnp.arrays(np.int64, st.integers(0, 50), elements=st.integers(-(2**63), 2**63 - 1)))
+@settings(max_examples=15)
+def test_int8_arrays_load_as_numpy(conn: Connection, values: np.ndarray) -> None:
+    with conn.cursor(binary=True) as cur:
+        row = cur.execute("SELECT %s::int8[]", (values.tolist(),)).fetchone()
+    assert row is not None
+    assert row[0].dtype == np.int64
+    assert row[0].tolist() == values.tolist()
+
+
+def test_mismatched_column_lengths_are_refused() -> None:
+    with pytest.raises(ValueError, match="column 1 has 2 rows"):
+        copy_stream([("int4", np.arange(3)), ("int8", np.arange(2))])

@@ -1,0 +1,75 @@
+"""Alembic migrations on a real PostgreSQL: upgrade from empty, downgrade to empty, again with data."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from neardup.errors import SchemaError
+from neardup.index import Index
+from neardup.storage import migrate
+from tests.conftest import psycopg_url
+
+TABLES = {"collections", "contents", "documents", "signatures", "buckets", "pairs"}
+VIEWS = {"document_list", "pair_list", "cluster_list"}
+
+
+@pytest.fixture
+def fresh_schema(database_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    name = f"nd_mig_{abs(hash(request.node.name)) % 10**8}"
+    yield name
+    with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def _objects(url: str, schema: str) -> dict[str, set[str]]:
+    with psycopg.connect(psycopg_url(url)) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p', 'v') AND NOT c.relispartition",
+            (schema,),
+        ).fetchall()
+    out: dict[str, set[str]] = {"tables": set(), "views": set()}
+    for name, kind in rows:
+        out["views" if kind == "v" else "tables"].add(name)
+    return out
+
+
+def test_upgrade_from_empty_and_downgrade_to_empty(database_url: str, fresh_schema: str) -> None:
+    assert migrate.current_revision(database_url, fresh_schema) is None
+    migrate.upgrade(database_url, fresh_schema)
+    assert migrate.current_revision(database_url, fresh_schema) == migrate.head_revision()
+    objects = _objects(database_url, fresh_schema)
+    assert objects["tables"] == TABLES | {"alembic_version"}
+    assert objects["views"] == VIEWS
+    migrate.downgrade(database_url, fresh_schema)
+    assert migrate.current_revision(database_url, fresh_schema) is None
+    assert _objects(database_url, fresh_schema) == {"tables": {"alembic_version"}, "views": set()}
+
+
+def test_upgrade_is_idempotent_and_keeps_data(database_url: str, fresh_schema: str) -> None:
+    with Index.create(database_url, "kept", 0.5, schema=fresh_schema) as index:
+        index.add([("a", "some words to keep around"), ("b", "some words to keep around!")])
+    migrate.upgrade(database_url, fresh_schema)
+    with Index.open(database_url, "kept", schema=fresh_schema) as index:
+        assert [p[:2] for p in index.pairs()] == [("a", "b")]
+
+
+def test_downgrade_then_upgrade_again_with_other_collections(database_url: str, fresh_schema: str) -> None:
+    with Index.create(database_url, "first", schema=fresh_schema) as index:
+        index.add([("a", "text")])
+    migrate.downgrade(database_url, fresh_schema)
+    with pytest.raises(SchemaError, match="neardup db upgrade"):
+        Index.open(database_url, "first", schema=fresh_schema)
+    migrate.upgrade(database_url, fresh_schema)
+    with Index.create(database_url, "second", schema=fresh_schema) as index:
+        assert index.stats().documents == 0
+
+
+def test_two_schemas_are_independent(database_url: str, fresh_schema: str, schema: str) -> None:
+    with Index.create(database_url, "same-name", schema=fresh_schema) as one:
+        one.add([("x", "only in the first schema")])
+    with Index.create(database_url, "same-name", schema=schema) as two:
+        assert two.stats().documents == 0

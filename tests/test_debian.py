@@ -1,0 +1,49 @@
+"""Acceptance on real data: the Debian bookworm descriptions against their exact ground truth.
+
+The corpus lives outside the repository (``../shared/data`` beside the checkout, or the folder in
+NEARDUP_DATA_DIR); the test is skipped, saying so, where it is not present.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from neardup.index import Index
+
+CANDIDATES = [
+    os.environ.get("NEARDUP_DATA_DIR", ""),
+    str(Path(__file__).resolve().parents[2] / "shared" / "data"),
+    "/work/shared/data",
+]
+DATA = next((Path(p) for p in CANDIDATES if p and (Path(p) / "debian_bookworm.jsonl.gz").is_file()), None)
+
+
+@pytest.mark.skipif(DATA is None, reason="Debian corpus not found (set NEARDUP_DATA_DIR)")
+def test_debian_recall_and_precision_at_0_8(make_index: Callable[..., Index]) -> None:
+    assert DATA is not None
+    # The ground truth's normalisation: lowercase and collapsed whitespace, character 5-shingles.
+    index = make_index(threshold=0.8, unicode_form="none", case="lower")
+    with gzip.open(DATA / "debian_bookworm.jsonl.gz", "rt", encoding="utf-8") as f:
+        index.add((rec["id"], rec["text"]) for rec in map(json.loads, f))
+    truth: dict[tuple[str, str], float] = {}
+    with gzip.open(DATA / "debian_bookworm_pairs_j50_k5.tsv.gz", "rt") as f:
+        next(f)
+        for line in f:
+            a, b, j = line.split("\t")[:3]
+            truth[(min(a, b), max(a, b))] = float(j)
+    found = {(a, b): j for a, b, j in index.pairs()}
+    wanted = {k for k, j in truth.items() if j >= 0.8}
+    recall = len(wanted & found.keys()) / len(wanted)
+    assert recall >= 0.99, f"recall {recall:.4f} of {len(wanted)} pairs"
+    below = [k for k in found if truth.get(k, 0.0) < 0.8]
+    assert below == [], f"{len(below)} reported pairs are below 0.8 in truth, e.g. {below[:3]}"
+    # Shingles are hashed to 32 bits, so an exact Jaccard may differ from the string truth by a
+    # collision; the difference stays below 1 / |A u B| for the few pairs it touches.
+    off = [k for k, j in found.items() if abs(j - truth[k]) > 0.01]
+    assert off == []

@@ -1,0 +1,361 @@
+"""The Index against a real PostgreSQL: ingest, pairs, clusters, query, re-add, remove, rebuild."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from neardup.core import Params, Sketcher, agreement
+from neardup.errors import CollectionExistsError, CollectionNotFoundError, InputError, ParamsMismatchError
+from neardup.index import AddResult, Index
+from neardup.storage import pairs as pairs_storage
+from tests._corpus import brute_force_pairs, components, planted_corpus
+from tests.conftest import psycopg_url
+
+MakeIndex = Callable[..., Index]
+# 64 bands of 2 rows: P(miss) at J = 0.5 is (1 - 0.25)**64 ~ 1e-8, so LSH finds every pair
+# at or above 0.5 and the result must equal brute force exactly.
+EXHAUSTIVE = {"threshold": 0.5, "bands": 64, "rows": 2}
+
+
+def _pairs(index: Index, min_jaccard: float | None = None) -> dict[tuple[str, str], float]:
+    return {(a, b): j for a, b, j in index.pairs(min_jaccard)}
+
+
+def test_small_collection_pairs_clusters_and_query(make_index: MakeIndex) -> None:
+    index = make_index(threshold=0.5)
+    docs = [
+        ("a", "the quick brown fox jumps over the lazy dog"),
+        ("b", "the quick brown fox jumped over the lazy dog"),
+        ("c", "THE  quick brown fox jumps over the lazy dog"),  # same normalised text as a
+        ("d", "an entirely different sentence about nothing much"),
+        ("e", ""),
+        ("f", ""),
+    ]
+    result = index.add(docs)
+    assert result == AddResult(added=6, replaced=0, unchanged=0, new_pairs=1)
+    truth = brute_force_pairs(docs, index.params, 0.5)
+    assert _pairs(index) == pytest.approx(truth)
+    assert set(truth) == {("a", "b"), ("a", "c"), ("b", "c")}
+    assert list(index.clusters()) == [["a", "b", "c"]]
+    hits = index.query("the quick brown fox jumps over the lazy dog")
+    assert [h[0] for h in hits] == ["a", "c", "b"]
+    assert hits[0][1] == 1.0
+    assert hits[2][1] == pytest.approx(truth[("a", "b")])
+    assert index.query("the quick brown fox jumps over the lazy dog", limit=1) == [("a", 1.0)]
+    assert index.query("") == []
+    stats = index.stats()
+    assert (stats.documents, stats.contents, stats.pairs, stats.identical_pairs, stats.clusters) == (
+        6,
+        4,
+        1,
+        1,
+        1,
+    )
+
+
+def test_exact_verification_equals_brute_force(make_index: MakeIndex) -> None:
+    docs = planted_corpus(n_sources=25, copies=3, seed=7)
+    index = make_index(**EXHAUSTIVE)
+    index.add(docs, batch_size=17)
+    truth = brute_force_pairs(docs, index.params, 0.5)
+    found = _pairs(index)
+    assert len(truth) > 40
+    assert found.keys() == truth.keys()
+    for key, j in truth.items():
+        assert found[key] == j  # exact, not approximately
+    assert _pairs(index, 0.7) == {k: v for k, v in truth.items() if v >= 0.7}
+    assert list(index.clusters()) == components(set(truth))
+
+
+def test_batches_give_the_same_pairs_as_one_batch(make_index: MakeIndex) -> None:
+    docs = planted_corpus(n_sources=30, copies=2, seed=3)
+    whole = make_index(threshold=0.6)
+    whole.add(docs)
+    for size in (1, 7, 40):
+        split = make_index(threshold=0.6)
+        split.add(docs, batch_size=size)
+        assert _pairs(split) == _pairs(whole)
+        assert list(split.clusters()) == list(whole.clusters())
+
+
+def test_one_batch_per_call_with_the_bulk_path_then_incremental(make_index: MakeIndex) -> None:
+    # The first call loads an empty collection (bulk path: index built afterwards); the later
+    # ones go through the indexed lookup. Both must agree with brute force.
+    docs = planted_corpus(n_sources=20, copies=3, seed=11)
+    index = make_index(**EXHAUSTIVE)
+    index.add(docs[:50])
+    index.add(docs[50:60])
+    index.add(docs[60:])
+    assert _pairs(index) == brute_force_pairs(docs, index.params, 0.5)
+
+
+@settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), split=st.integers(1, 60))
+def test_re_adding_the_same_documents_changes_nothing(make_index: MakeIndex, seed: int, split: int) -> None:
+    docs = planted_corpus(n_sources=12, copies=2, seed=seed)
+    index = make_index(threshold=0.6)
+    index.add(docs)
+    before = (_pairs(index), list(index.clusters()), index.stats().contents)
+    again = index.add(docs[split:] + docs[:split], batch_size=max(1, split))
+    assert again == AddResult(unchanged=len(docs))
+    assert (_pairs(index), list(index.clusters()), index.stats().contents) == before
+
+
+def test_re_adding_with_another_text_replaces_document_and_pairs(make_index: MakeIndex) -> None:
+    index = make_index(threshold=0.5)
+    index.add(
+        [
+            ("a", "the quick brown fox jumps over the lazy dog"),
+            ("b", "the quick brown fox jumped over the lazy dog"),
+            ("c", "pack my box with five dozen liquor jugs"),
+        ]
+    )
+    assert set(_pairs(index)) == {("a", "b")}
+    result = index.add([("b", "pack my box with five dozen liquor jugs!")])
+    assert result == AddResult(added=0, replaced=1, unchanged=0, new_pairs=1)
+    assert set(_pairs(index)) == {("b", "c")}
+    assert list(index.clusters()) == [["b", "c"]]
+    assert index.stats().contents == 3  # b's old content is gone with its pairs and buckets
+    hits = index.query("the quick brown fox jumped over the lazy dog")
+    assert [h[0] for h in hits] == ["a"]
+    assert hits[0][1] == pytest.approx(0.7556, abs=1e-4)
+    # Only the metadata changes: the document is rewritten, its content and pairs stay.
+    result = index.add([{"id": "c", "text": "pack my box with five dozen liquor jugs", "meta": {"k": 1}}])
+    assert result.replaced == 1
+    assert set(_pairs(index)) == {("b", "c")}
+
+
+def test_remove_splits_clusters_and_keeps_copies(make_index: MakeIndex) -> None:
+    index = make_index(threshold=0.5)
+    base = "one two three four five six seven eight nine ten eleven twelve"
+    index.add(
+        [
+            ("x1", base),
+            ("x2", base.replace("six", "6")),
+            ("x3", base.replace("six", "6").replace("ten", "10")),
+            ("x4", base.replace("six", "6").replace("ten", "10").replace("two", "2").replace("nine", "9")),
+            ("y1", "completely unrelated words in this line"),
+            ("y2", "completely unrelated words in this line"),
+            ("y3", "Completely  unrelated words in this line"),
+        ]
+    )
+    before = _pairs(index)
+    assert ("y1", "y2") in before
+    assert before[("y1", "y3")] == 1.0
+    assert index.remove(["x2", "x3", "missing"]) == 2
+    after = _pairs(index)
+    assert not any({"x2", "x3"} & {a, b} for a, b in after)
+    assert after == {k: v for k, v in before.items() if not {"x2", "x3"} & set(k)}
+    assert list(index.clusters()) == components(set(after))
+    assert index.remove(["y1"]) == 1
+    assert list(index.clusters())[-1] == ["y2", "y3"]
+    assert index.remove([]) == 0
+
+
+def test_exact_copies_are_listed_but_stored_once(
+    make_index: MakeIndex, database_url: str, schema: str
+) -> None:
+    index = make_index(threshold=0.8)
+    text = "a boilerplate paragraph repeated across many pages of the archive"
+    index.add([(f"copy{i:02d}", text) for i in range(30)])
+    stats = index.stats()
+    assert (stats.contents, stats.pairs, stats.identical_pairs, stats.clusters) == (1, 0, 435, 1)
+    listed = list(index.pairs())
+    assert len(listed) == 435
+    assert all(j == 1.0 for _, _, j in listed)
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        rows = conn.execute(
+            f'SELECT id, representative FROM "{schema}".cluster_list WHERE collection = %s ORDER BY id',
+            (index.name,),
+        ).fetchall()
+    assert [r[0] for r in rows] == [f"copy{i:02d}" for i in range(30)]
+    assert [r[1] for r in rows] == [True] + [False] * 29
+    assert index.query(text) == [(f"copy{i:02d}", 1.0) for i in range(30)]
+
+
+def test_empty_texts_are_never_duplicates(make_index: MakeIndex) -> None:
+    index = make_index(threshold=0.5)
+    index.add([("e1", ""), ("e2", "   "), ("e3", "\n"), ("t", "some text")])
+    assert _pairs(index) == {}
+    assert list(index.clusters()) == []
+
+
+def test_without_text_similarity_is_the_signature_estimate(
+    make_index: MakeIndex, database_url: str, schema: str
+) -> None:
+    docs = planted_corpus(n_sources=15, copies=2, seed=5)
+    index = make_index(threshold=0.6, store_text=False)
+    index.add(docs)
+    sketcher = Sketcher(index.params)
+    texts = dict(docs)
+    found = _pairs(index)
+    assert found
+    for (a, b), j in found.items():
+        sigs = sketcher.signatures([texts[a], texts[b]])
+        assert j == pytest.approx(float(agreement(sigs[0], sigs[1])))
+        assert j >= 0.6
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        methods = conn.execute(
+            f'SELECT DISTINCT method FROM "{schema}".pair_list WHERE collection = %s', (index.name,)
+        ).fetchall()
+        stored_texts = conn.execute(
+            f'SELECT count(text) FROM "{schema}".document_list WHERE collection = %s', (index.name,)
+        ).fetchone()
+    assert methods == [("estimate",)]
+    assert stored_texts == (0,)
+
+
+def test_query_returns_exact_similarity_best_first(make_index: MakeIndex) -> None:
+    docs = planted_corpus(n_sources=10, copies=3, seed=13)
+    index = make_index(**EXHAUSTIVE)
+    index.add(docs)
+    texts = dict(docs)
+    truth = brute_force_pairs(docs, index.params, 0.5)
+    probe = "s004"
+    expected = sorted(
+        [(probe, 1.0)] + [(b if a == probe else a, j) for (a, b), j in truth.items() if probe in (a, b)],
+        key=lambda r: (-r[1], r[0]),
+    )
+    assert index.query(texts[probe], min_jaccard=0.5) == expected
+    assert index.query(texts[probe], min_jaccard=0.99) == [(probe, 1.0)]
+
+
+def test_a_failing_batch_leaves_nothing_behind(
+    make_index: MakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = planted_corpus(n_sources=10, copies=2, seed=17)
+    index = make_index(**EXHAUSTIVE)
+    index.add(docs[:10])
+    before = (_pairs(index), index.stats())
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(pairs_storage, "insert", broken)
+    with pytest.raises(RuntimeError):
+        index.add(docs[10:])
+    monkeypatch.undo()
+    after_stats = index.stats()
+    assert _pairs(index) == before[0]
+    assert (after_stats.documents, after_stats.contents, after_stats.bucket_rows) == (
+        before[1].documents,
+        before[1].contents,
+        before[1].bucket_rows,
+    )
+    index.add(docs[10:])  # and the collection still works
+    assert _pairs(index) == brute_force_pairs(docs, index.params, 0.5)
+
+
+def test_bad_records_are_refused_by_position_and_field(make_index: MakeIndex) -> None:
+    index = make_index()
+    cases: list[tuple[list[Any], str]] = [
+        ([("a", "x"), ("b", 3)], "record 1 (id 'b'): field 'text' must be a string"),
+        ([("", "x")], "record 0: field 'id' must be a non-empty string"),
+        ([(7, "x")], "record 0: field 'id' must be a non-empty string, got 7"),
+        ([{"id": "a"}], "record 0: field 'text' is missing"),
+        ([("a", "x"), ("a", "y")], "record 1: id 'a' repeats record 0"),
+        ([("a", "x\x00y")], "field 'text' contains a NUL character"),
+        ([("a", "x", [1])], "field 'meta' must be a mapping"),
+        (["just a string"], "record 0: expected (id, text)"),
+    ]
+    for records, message in cases:
+        with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            index.add(records)
+    assert index.stats().documents == 0
+
+
+def test_parameters_are_stored_and_checked(make_index: MakeIndex, database_url: str, schema: str) -> None:
+    index = make_index(threshold=0.7, num_perm=64, k=4, shingle="word")
+    reopened = Index.open(database_url, index.name, schema=schema)
+    assert reopened.params == index.params
+    assert reopened.threshold == 0.7
+    reopened.close()
+    other = Params(bands=index.params.bands, rows=index.params.rows, num_perm=64, shingle="word", k=3)
+    with pytest.raises(ParamsMismatchError, match="k: 4 != 3"):
+        Index.open(database_url, index.name, schema=schema, params=other)
+    with pytest.raises(CollectionExistsError):
+        Index.create(database_url, index.name, 0.7, schema=schema)
+    with pytest.raises(ParamsMismatchError, match="shingle: 'word' != 'char'"):
+        Index.create(database_url, index.name, 0.7, num_perm=64, k=4, schema=schema, exist_ok=True)
+    same = Index.create(
+        database_url, index.name, 0.7, num_perm=64, k=4, shingle="word", schema=schema, exist_ok=True
+    )
+    same.close()
+    with pytest.raises(CollectionNotFoundError):
+        Index.open(database_url, "no-such-collection", schema=schema)
+
+
+def test_rebuild_with_new_banding_keeps_exact_pairs(make_index: MakeIndex) -> None:
+    docs = planted_corpus(n_sources=20, copies=2, seed=19)
+    index = make_index(threshold=0.5, bands=8, rows=8)  # misses some pairs on purpose
+    index.add(docs)
+    truth = brute_force_pairs(docs, index.params, 0.5)
+    assert set(_pairs(index)) <= set(truth)
+    index.rebuild(bands=64, rows=2)
+    assert (index.params.bands, index.params.rows) == (64, 2)
+    assert _pairs(index) == truth
+    assert list(index.clusters()) == components(set(truth))
+    index.rebuild(threshold=0.8, bands=64, rows=2)
+    assert _pairs(index) == {k: v for k, v in truth.items() if v >= 0.8}
+
+
+def test_rebuild_with_new_shingling_re_sketches_stored_text(make_index: MakeIndex) -> None:
+    docs = planted_corpus(n_sources=10, copies=2, seed=23)
+    index = make_index(**EXHAUSTIVE)
+    index.add(docs)
+    index.rebuild(k=3, shingle="char", bands=64, rows=2)
+    assert index.params.k == 3
+    assert _pairs(index) == brute_force_pairs(docs, index.params, 0.5)
+    assert index.stats().documents == len(docs)
+
+
+def test_query_agrees_with_pairs_for_every_document(make_index: MakeIndex) -> None:
+    docs = planted_corpus(n_sources=8, copies=2, seed=29)
+    index = make_index(threshold=0.6)
+    index.add(docs)
+    found = _pairs(index)
+    for doc_id, text in random.Random(1).sample(docs, 8):
+        hits = {i: j for i, j in index.query(text) if i != doc_id}
+        expected = {(b if a == doc_id else a): j for (a, b), j in found.items() if doc_id in (a, b)}
+        assert hits == pytest.approx(expected)
+    assert np.isfinite(index.stats().expected_fp_rate)
+
+
+def test_removed_contents_leave_no_rows_behind(make_index: MakeIndex, database_url: str, schema: str) -> None:
+    docs = planted_corpus(n_sources=6, copies=2, seed=31)
+    index = make_index(threshold=0.6)
+    index.add(docs)
+    index.remove([d for d, _ in docs[::2]])
+    index.add([(docs[1][0], "a replacement text for this one")])
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        c = conn.execute(
+            f'SELECT collection_id FROM "{schema}".collections WHERE name = %s', (index.name,)
+        ).fetchone()
+        assert c is not None
+        counts = {
+            table: conn.execute(
+                f'SELECT count(*) FROM "{schema}".{table} WHERE collection_id = %s', c
+            ).fetchone()
+            for table in ("documents", "contents", "signatures", "buckets")
+        }
+        dangling = conn.execute(
+            f'SELECT count(*) FROM "{schema}".buckets b WHERE collection_id = %s AND NOT EXISTS '
+            f'(SELECT 1 FROM "{schema}".contents t WHERE t.collection_id = b.collection_id '
+            "AND t.content_id = b.content_id)",
+            c,
+        ).fetchone()
+    n = len(docs) - len(docs[::2])
+    assert counts["documents"] == (n,)
+    (contents,) = counts["contents"] or (0,)
+    assert 0 < contents <= n
+    assert counts["signatures"] == (contents,)
+    assert counts["buckets"] == (contents * index.params.bands,)
+    assert dangling == (0,)
