@@ -359,3 +359,12 @@ def test_removed_contents_leave_no_rows_behind(make_index: MakeIndex, database_u
     assert counts["signatures"] == (contents,)
     assert counts["buckets"] == (contents * index.params.bands,)
     assert dangling == (0,)
+
+
+def test_a_bad_record_keeps_the_batches_before_it(make_index: MakeIndex) -> None:
+    index = make_index(threshold=0.6)
+    records: list[Any] = [(f"d{i:02d}", f"text number {i} with some words") for i in range(40)]
+    records[25] = ("d25", None)
+    with pytest.raises(InputError, match="record 25"):
+        index.add(records, batch_size=10)
+    assert index.stats().documents == 20  # batches 0-9 and 10-19 committed, 20-29 refused whole

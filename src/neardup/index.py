@@ -178,9 +178,13 @@ def _groups(band: np.ndarray, bucket: np.ndarray, content: np.ndarray) -> Ragged
 class Index:
     """A near-duplicate index stored in PostgreSQL: one named collection of documents."""
 
-    def __init__(self, conn: Connection, scope: Scope, row: collections.CollectionRow) -> None:
+    def __init__(self, conn: Connection, scope: Scope, row: collections.CollectionRow, url: str) -> None:
         """Use ``Index.create`` or ``Index.open``."""
         self._conn = conn
+        self._url = url
+        # A second connection, opened on the first add(), reads the stored buckets while the
+        # first writes the batch (see _store_batch).
+        self._reader: Connection | None = None
         self._scope = scope.with_collection(row.collection_id)
         self.name = row.name
         self.params = Params.from_dict(row.params)
@@ -271,7 +275,7 @@ class Index:
                             f"collection {name!r} exists with threshold {row.threshold} and "
                             f"store_text {row.store_text}, not {threshold} and {store_text}"
                         )
-            return cls(conn, scope, row)
+            return cls(conn, scope, row, url)
         except BaseException:
             conn.close()
             raise
@@ -292,13 +296,15 @@ class Index:
                 raise CollectionNotFoundError(f"no collection named {name!r} in schema {schema!r}")
             if params is not None:
                 Params.from_dict(row.params).require_same(params)
-            return cls(conn, scope, row)
+            return cls(conn, scope, row, url)
         except BaseException:
             conn.close()
             raise
 
     def close(self) -> None:
-        """Close the database connection."""
+        """Close the database connections."""
+        if self._reader is not None:
+            self._reader.close()
         self._conn.close()
 
     def __enter__(self) -> Index:
@@ -325,34 +331,37 @@ class Index:
             raise ParamsError(f"batch_size must be positive, got {batch_size}")
         total = AddResult()
         iterator = iter(records)
-        start = 0
-        pending: tuple[_Checked, Future[Sketch], int] | None = None
-        # Sketching (numba, GIL released) of batch i+1 runs on a thread while batch i is written:
-        # the database works on one core, the sketch on the other.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-sketch") as pool:
-            try:
-                while batch := list(itertools.islice(iterator, batch_size)):
-                    checked = _check_records(batch, start)
-                    future = pool.submit(self._sketcher.sketch, checked.texts)
-                    if pending is not None:
-                        total += self._store_batch(*pending)
-                    pending = (checked, future, start)
-                    start += len(batch)
-            finally:
-                # A bad record in batch i+1 still lets batch i, checked and sketched, commit first.
-                if pending is not None:
-                    total += self._store_batch(*pending)
+
+        def prepare(start: int) -> tuple[_Checked, Sketch, int] | None:
+            """Read, check and sketch the next batch (on a worker thread)."""
+            batch = list(itertools.islice(iterator, batch_size))
+            if not batch:
+                return None
+            checked = _check_records(batch, start)
+            return checked, self._sketcher.sketch(checked.texts), start
+
+        # Batch i+1 is read, checked and sketched on one worker while batch i is written (the
+        # database works on one core, parsing and the numba kernels, which release the GIL, on
+        # the other); the second worker probes the stored buckets for batch i.
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="neardup-add") as pool:
+            upcoming = pool.submit(prepare, 0)
+            # A bad record in batch i+1 surfaces here, after batch i has committed.
+            while (ready := upcoming.result()) is not None:
+                checked, sketch, start = ready
+                upcoming = pool.submit(prepare, start + len(checked.ids))
+                total += self._store_batch(checked, sketch, start, pool)
         return total
 
     def _add_batch(self, batch: Sequence[Record], start: int) -> AddResult:
         checked = _check_records(batch, start)
-        done: Future[Sketch] = Future()
-        done.set_result(self._sketcher.sketch(checked.texts))
-        return self._store_batch(checked, done, start)
+        return self._store_batch(checked, self._sketcher.sketch(checked.texts), start, None)
 
-    def _store_batch(self, checked: _Checked, future: Future[Sketch], start: int) -> AddResult:
+    def _store_batch(
+        self, checked: _Checked, sketch: Sketch, start: int, pool: ThreadPoolExecutor | None
+    ) -> AddResult:
+        """Write one checked and sketched batch in one transaction. With ``pool`` (not inside an
+        outer transaction), the stored buckets are probed on a second connection meanwhile."""
         ids, texts, metas = checked.ids, checked.texts, checked.metas
-        sketch = future.result()
         scope = self._scope
         end = start + len(ids) - 1
         with translated(f"adding records {start}-{end} to {self.name!r}"), self._conn.transaction():
@@ -384,6 +393,15 @@ class Index:
             lo = row.next_content_id
             new_positions = np.asarray(first_position, dtype=np.int64)
             new_ids = lo + np.arange(new_positions.size, dtype=np.int64)
+            stored = row.next_content_id - 1
+            bearing = new_positions[sketch.shingle_counts[new_positions] > 0]
+            keys = self._sketcher.band_keys(sketch.signatures[bearing])
+            probe: Future[tuple[np.ndarray, ...]] | None = None
+            if pool is not None and stored > 0 and keys.shape[0] and buckets.has_index(scope):
+                # The probe runs on the reader connection, in parallel with the inserts below.
+                # It sees what was committed before this batch, which is everything stored, since
+                # this transaction holds the collection's lock, and nothing of this batch.
+                probe = pool.submit(self._probe, keys)
             old_contents = documents.delete(scope, replaced_docs) if replaced_docs else []
             if new_positions.size:
                 contents.insert(
@@ -403,13 +421,22 @@ class Index:
                 [texts[i] if self.store_text else None for i in keep],
                 [metas[i] for i in keep],
             )
-            if old_contents:
-                self._drop_orphans(old_contents)
+            dropped = self._drop_orphans(old_contents) if old_contents else []
             new_pairs = self._pair_new_contents(
-                lo, new_ids, new_positions, sketch, stored=row.next_content_id - 1
+                lo, new_ids, new_positions, sketch, keys, stored, probe, dropped
             )
             collections.advance(scope, lo + new_ids.size, row.next_doc_id + keep.size)
         return AddResult(keep.size - len(replaced_docs), len(replaced_docs), unchanged, new_pairs)
+
+    def _probe(self, keys: npt.NDArray[np.int64]) -> tuple[np.ndarray, ...]:
+        """Stored (band, bucket, content) rows sharing a bucket with ``keys``, read by the reader."""
+        if self._reader is None:
+            self._reader = connect(self._url)
+        reader = self._reader
+        with reader.transaction():
+            return buckets.members_of(
+                Scope(reader, self._scope.schema, self._scope.collection_id), *buckets.distinct_keys(keys)
+            )
 
     def _lock(self) -> collections.CollectionRow:
         """Lock the collection row for this transaction and check it is still ours."""
@@ -427,15 +454,22 @@ class Index:
         new_ids: npt.NDArray[np.int64],
         positions: npt.NDArray[np.int64],
         sketch: Sketch,
+        keys: npt.NDArray[np.int64],
         stored: int,
+        probe: Future[tuple[np.ndarray, ...]] | None = None,
+        dropped: Sequence[int] = (),
     ) -> int:
-        """Bucket the new contents, find and verify their pairs, store them and merge clusters."""
+        """Bucket the new contents, find and verify their pairs, store them and merge clusters.
+
+        ``keys`` are the band keys of the new contents that have shingles. ``probe``, when given,
+        yields the stored members of the new contents' buckets as read by the reader connection;
+        contents this transaction ``dropped`` are taken out of them.
+        """
         scope = self._scope
         bearing = sketch.shingle_counts[positions] > 0  # empty texts are never anyone's duplicate
-        ids, rows = new_ids[bearing], positions[bearing]
+        ids = new_ids[bearing]
         if ids.size == 0:
             return 0
-        keys = self._sketcher.band_keys(sketch.signatures[rows])
         bucket_rows = buckets.flat_rows(ids, keys)
         if stored == 0 or not buckets.has_index(scope):
             # Into an empty collection: loading unindexed and indexing afterwards is ~2.8x faster.
@@ -447,13 +481,17 @@ class Index:
         else:
             # Stored members of the batch's buckets first (few rows), then the batch's own rows,
             # grouped in memory: nothing the batch wrote is read back.
-            old_band, old_bucket, old_content = buckets.members_of(scope, *buckets.distinct_keys(keys))
-            buckets.insert(scope, *bucket_rows)
-            groups = _groups(
-                np.concatenate([old_band, bucket_rows[0]]),
-                np.concatenate([old_bucket, bucket_rows[1]]),
-                np.concatenate([old_content, bucket_rows[2]]),
-            )
+            old: tuple[np.ndarray, ...]
+            if probe is None:
+                old = buckets.members_of(scope, *buckets.distinct_keys(keys))
+                buckets.insert(scope, *bucket_rows)
+            else:
+                buckets.insert(scope, *bucket_rows)  # while the probe may still run
+                old = probe.result()
+                if len(dropped):
+                    alive = ~np.isin(old[2], np.asarray(dropped, dtype=np.int64))
+                    old = tuple(column[alive] for column in old)
+            groups = _groups(*(np.concatenate([o, n]) for o, n in zip(old, bucket_rows, strict=True)))
         cand = candidate_pairs(groups, first_new=lo)
         if cand.shape[0] == 0:
             return 0
@@ -511,13 +549,13 @@ class Index:
         if changed.any():
             contents.relabel_clusters(self._scope, nodes[changed].tolist(), merged[changed].tolist())
 
-    def _drop_orphans(self, content_ids: Sequence[int]) -> None:
+    def _drop_orphans(self, content_ids: Sequence[int]) -> list[int]:
         """Delete contents no document points at any more (with buckets, signatures, pairs) and
         recompute the clusters they were in, which may have split."""
         scope = self._scope
         orphan_ids, clusters_hit = contents.orphans(scope, sorted(set(content_ids)))
         if not orphan_ids:
-            return
+            return []
         ids, sigs = contents.signatures(scope, orphan_ids, self.params.num_perm)
         buckets.delete(scope, *buckets.flat_rows(ids, self._sketcher.band_keys(sigs)))
         contents.delete(scope, orphan_ids)
@@ -526,6 +564,7 @@ class Index:
             left, right = pairs.among(scope, members)
             labels = component_labels(members, left, right)
             contents.set_labels(scope, members, labels.tolist())
+        return orphan_ids
 
     def remove(self, ids: Iterable[str]) -> int:
         """Remove documents by id, with their pairs; returns how many were found. Unknown ids are ignored."""

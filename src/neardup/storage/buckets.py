@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.storage.binary import copy_stream
-from neardup.storage.scope import Scope
+from neardup.storage.scope import Scope, index_probes
 
 
 def flat_rows(
@@ -73,6 +73,7 @@ def _columns(scope: Scope, query: str) -> tuple[np.ndarray, np.ndarray, np.ndarr
         row = cur.execute(
             scope.sql(f"SELECT array_agg(band), array_agg(bucket), array_agg(content_id) FROM ({query}) q"),
             {"c": scope.collection_id},
+            prepare=False,  # never a generic plan: the batch's size matters to the plan
         ).fetchone()
     if row is None or row[0] is None:
         return np.empty(0, np.int16), np.empty(0, np.int64), np.empty(0, np.int64)
@@ -102,19 +103,12 @@ def members_of(
     ):
         cp.write(copy_stream([("int2", band), ("int8", bucket)]))
     scope.conn.execute("ANALYZE neardup_keys")
-    # Probe the index once per key. With many keys the planner would rather hash-join or merge
-    # against the whole partition, a scan that grows with the collection; the probes do not.
-    scope.conn.execute("SET LOCAL enable_hashjoin = off")
-    scope.conn.execute("SET LOCAL enable_mergejoin = off")
-    found = _columns(
-        scope,
-        "SELECT b.band, b.bucket, b.content_id FROM neardup_keys k JOIN {buckets_p} b "
-        "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket",
-    )
-    # (After an error the transaction rolls back, and SET LOCAL with it.)
-    scope.conn.execute("RESET enable_hashjoin")
-    scope.conn.execute("RESET enable_mergejoin")
-    return found
+    with index_probes(scope.conn):
+        return _columns(
+            scope,
+            "SELECT b.band, b.bucket, b.content_id FROM neardup_keys k JOIN {buckets_p} b "
+            "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket",
+        )
 
 
 def delete(

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 from psycopg.types.json import Jsonb
 
-from neardup.storage.scope import Scope
+from neardup.storage.scope import Scope, index_probes
 
 
 @dataclass(frozen=True)
@@ -33,12 +33,10 @@ class Match:
 
 def match(scope: Scope, external_ids: Sequence[str], content_hashes: Sequence[bytes]) -> list[Match]:
     """Stored documents with the batch's ids and stored contents with its hashes, one statement."""
-    # One index probe per record: a hash join would scan whole partitions, growing with the archive.
-    scope.conn.execute("SET LOCAL enable_hashjoin = off")
-    scope.conn.execute("SET LOCAL enable_mergejoin = off")
-    rows = scope.conn.execute(
-        scope.sql(
-            """
+    with index_probes(scope.conn):
+        rows = scope.conn.execute(
+            scope.sql(
+                """
 SELECT m.ord - 1, d.doc_id, d.content_id, e.content_id,
        CASE WHEN e.content_id = d.content_id THEN d.text END,
        CASE WHEN e.content_id = d.content_id THEN d.meta END
@@ -46,11 +44,11 @@ FROM unnest(%(ids)s::text[], %(hashes)s::bytea[]) WITH ORDINALITY AS m(external_
 LEFT JOIN {documents_p} d ON d.collection_id = %(c)s AND d.external_id = m.external_id COLLATE "C"
 LEFT JOIN {contents_p} e ON e.collection_id = %(c)s AND e.content_hash = m.content_hash
 WHERE d.doc_id IS NOT NULL OR e.content_id IS NOT NULL"""
-        ),
-        {"ids": list(external_ids), "hashes": list(content_hashes), "c": scope.collection_id},
-    ).fetchall()
-    scope.conn.execute("RESET enable_hashjoin")
-    scope.conn.execute("RESET enable_mergejoin")
+            ),
+            {"ids": list(external_ids), "hashes": list(content_hashes), "c": scope.collection_id},
+            # Never a generic plan: the batch's size matters to the plan.
+            prepare=False,
+        ).fetchall()
     return [Match(*r) for r in rows]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -41,3 +43,22 @@ class Scope:
     def with_collection(self, collection_id: int) -> Scope:
         """The same connection and schema, acting on another collection."""
         return Scope(self.conn, self.schema, collection_id)
+
+
+# Planner switches turned off around a batch's lookups (see index_probes).
+_PROBE_SETTINGS = ("enable_hashjoin", "enable_mergejoin", "enable_seqscan")
+
+
+@contextmanager
+def index_probes(conn: Connection) -> Iterator[None]:
+    """Within the caller's transaction, plan joins of a batch against stored rows as one index
+    probe per batch row, whatever the statistics say.
+
+    With many batch rows the planner may choose to hash or merge against a whole partition, a scan
+    that grows with the archive, and with stale statistics it has chosen a nested loop over a
+    sequential scan (measured: minutes instead of a second); index probes cost the same at any size.
+    After an error the transaction rolls back, and these settings with it.
+    """
+    conn.execute("SELECT " + ", ".join(f"set_config('{name}', 'off', true)" for name in _PROBE_SETTINGS))
+    yield
+    conn.execute("; ".join(f"RESET {name}" for name in _PROBE_SETTINGS))

@@ -1,0 +1,37 @@
+"""Scope: SQL composed with quoted identifiers, and planner settings scoped to one lookup."""
+
+from __future__ import annotations
+
+import pytest
+
+from neardup.errors import ParamsError
+from neardup.storage.connect import connect
+from neardup.storage.scope import Scope, index_probes
+
+
+def test_index_probes_turn_scans_off_only_inside(database_url: str) -> None:
+    conn = connect(database_url)
+    try:
+        with conn.transaction():
+            with index_probes(conn):
+                inside = conn.execute(
+                    "SELECT current_setting('enable_hashjoin'), current_setting('enable_seqscan')"
+                ).fetchone()
+            after = conn.execute(
+                "SELECT current_setting('enable_hashjoin'), current_setting('enable_seqscan')"
+            ).fetchone()
+        assert inside == ("off", "off")
+        assert after == ("on", "on")
+    finally:
+        conn.close()
+
+
+def test_scope_quotes_schema_and_names_partitions(database_url: str) -> None:
+    conn = connect(database_url)
+    try:
+        text = Scope(conn, "nd_x", 7).sql("SELECT * FROM {documents_p} JOIN {s}.pairs").as_string(conn)
+        assert text == 'SELECT * FROM "nd_x"."documents_c7" JOIN "nd_x".pairs'
+        with pytest.raises(ParamsError, match="schema name"):
+            Scope(conn, 'bad"; DROP TABLE x; --')
+    finally:
+        conn.close()
