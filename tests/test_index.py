@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -368,3 +369,37 @@ def test_a_bad_record_keeps_the_batches_before_it(make_index: MakeIndex) -> None
     with pytest.raises(InputError, match="record 25"):
         index.add(records, batch_size=10)
     assert index.stats().documents == 20  # batches 0-9 and 10-19 committed, 20-29 refused whole
+
+
+def test_two_writers_at_once_end_with_the_pairs_of_one(
+    make_index: MakeIndex, database_url: str, schema: str
+) -> None:
+    # Writers to one collection take turns on its row lock; each batch's probe of the stored
+    # buckets (on a second connection) must still see every batch the other writer committed.
+    docs = planted_corpus(n_sources=30, copies=3, seed=37)
+    single = make_index(**EXHAUSTIVE)
+    single.add(docs)
+    shared = make_index(**EXHAUSTIVE)
+    other = Index.open(database_url, shared.name, schema=schema)
+    halves = [docs[0::2] + docs[1:20:2], docs[1::2] + docs[0:20:2]]  # overlapping on purpose
+    errors: list[BaseException] = []
+
+    def write(index: Index, records: list[tuple[str, str]]) -> None:
+        try:
+            index.add(records, batch_size=7)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=write, args=(shared, halves[0])),
+        threading.Thread(target=write, args=(other, halves[1])),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    other.close()
+    assert errors == []
+    assert shared.stats().documents == len(docs)
+    assert _pairs(shared) == _pairs(single)
+    assert list(shared.clusters()) == list(single.clusters())
