@@ -21,5 +21,5 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
 
 def test_readme_run_command_uses_files_that_exist() -> None:
     command = readme_command("run-command")
-    for path in re.findall(r"[\w./-]+\.py", command):
+    for path in re.findall(r"[\w./-]+\.(?:py|jsonl)", command):
         assert (ROOT / path).is_file(), path

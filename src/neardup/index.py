@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import unicodedata
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -318,14 +318,20 @@ class Index:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def add(self, records: Iterable[Record], *, batch_size: int = DEFAULT_BATCH_SIZE) -> AddResult:
+    def add(
+        self,
+        records: Iterable[Record],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        progress: Callable[[AddResult], None] | None = None,
+    ) -> AddResult:
         """Add or replace documents, ``batch_size`` per transaction; each batch's pairs with everything
         stored before it and with itself are verified and stored before it commits.
 
         A record is ``(id, text)``, ``(id, text, meta)`` or a dict with ``id``, ``text`` and optional
         ``meta``. A record whose id is stored with the same text and metadata changes nothing; with
         another text it replaces the stored one. A bad record stops the call; batches committed
-        before it stay.
+        before it stay. ``progress`` is called with the running total after each committed batch.
         """
         if batch_size < 1:
             raise ParamsError(f"batch_size must be positive, got {batch_size}")
@@ -350,6 +356,8 @@ class Index:
                 checked, sketch, start = ready
                 upcoming = pool.submit(prepare, start + len(checked.ids))
                 total += self._store_batch(checked, sketch, start, pool)
+                if progress is not None:
+                    progress(total)
         return total
 
     def _add_batch(self, batch: Sequence[Record], start: int) -> AddResult:

@@ -1,0 +1,432 @@
+"""The ``neardup`` command line: parse, call the library, format. Data on stdout, messages on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from typing import Any, TextIO
+
+from neardup import __version__
+from neardup.errors import NeardupError
+from neardup.records import FORMATS, SourceRecord, read_records
+
+OUTPUT_FORMATS = ("tsv", "csv", "jsonl", "json")
+# Redraw the progress line at most this often: a terminal cannot show more, and it costs a syscall.
+_PROGRESS_SECONDS = 0.5
+
+EXAMPLES = {
+    "init": "neardup init --threshold 0.8",
+    "add": "neardup add stories.jsonl.gz --format jsonl --id-field id --text-field body",
+    "query": 'neardup query --text "Storms cut power to 40,000 homes" --limit 5',
+    "pairs": "neardup pairs --min-jaccard 0.9 --format csv > pairs.csv",
+    "clusters": "neardup clusters --format jsonl",
+    "dedup": "neardup dedup corpus.jsonl --out corpus.dedup.jsonl",
+    "remove": "neardup remove ap-001 rt-017",
+    "stats": "neardup stats --format json",
+    "tune": "neardup tune --threshold 0.8 --num-perm 128 --plot scurve.png",
+    "db": "neardup db upgrade",
+}
+
+
+def _writer(fmt: str, columns: Sequence[str], out: TextIO) -> Any:
+    """A function that writes one row in ``fmt``; call it with None at the end."""
+    rows: list[dict[str, Any]] = []
+    if fmt in ("tsv", "csv"):
+        w = csv.writer(out, delimiter="\t" if fmt == "tsv" else ",", lineterminator="\n")
+        w.writerow(columns)
+
+        def write(row: Sequence[Any] | None) -> None:
+            if row is not None:
+                w.writerow(["true" if v is True else "false" if v is False else v for v in row])
+
+        return write
+
+    def write_json(row: Sequence[Any] | None) -> None:
+        if row is None:
+            if fmt == "json":
+                json.dump(rows, out, ensure_ascii=False)
+                out.write("\n")
+            return
+        record = dict(zip(columns, row, strict=True))
+        if fmt == "jsonl":
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        else:
+            rows.append(record)
+
+    return write_json
+
+
+def _emit(fmt: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    write = _writer(fmt, columns, sys.stdout)
+    for row in rows:
+        write(row)
+    write(None)
+
+
+@contextmanager
+def _database(args: argparse.Namespace) -> Iterator[str]:
+    url = args.db or os.environ.get("NEARDUP_DATABASE_URL")
+    if url:
+        yield url
+        return
+    from neardup.storage.embedded import default_data_dir, embedded_database
+
+    args.data_directory = str(default_data_dir())
+    with embedded_database() as embedded:
+        yield embedded
+
+
+def _open(args: argparse.Namespace, stack: ExitStack) -> Any:
+    from neardup.index import Index
+    from neardup.storage.connect import redacted
+
+    url = stack.enter_context(_database(args))
+    args.database = redacted(url)
+    return stack.enter_context(Index.open(url, args.collection, schema=args.schema))
+
+
+def _round(x: float) -> float:
+    return round(float(x), 6)
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from neardup.index import Index
+
+    with ExitStack() as stack:
+        url = stack.enter_context(_database(args))
+        kwargs: dict[str, Any] = {
+            "num_perm": args.num_perm,
+            "shingle": args.shingle,
+            "k": args.k,
+            "seed": args.seed,
+            "store_text": not args.no_store_text,
+            "schema": args.schema,
+            "exist_ok": args.exist_ok,
+        }
+        if args.bands is not None or args.rows is not None:
+            kwargs.update(bands=args.bands, rows=args.rows)
+        index = stack.enter_context(Index.create(url, args.collection, args.threshold, **kwargs))
+        print(f"collection {index.name!r} ready: {index.params.banding(index.threshold)}", file=sys.stderr)
+        _emit(
+            args.format,
+            ["parameter", "value"],
+            [
+                *index.params.to_dict().items(),
+                ("threshold", index.threshold),
+                ("store_text", index.store_text),
+            ],
+        )
+    return 0
+
+
+def _progress(start: float) -> Any:
+    last = [0.0]
+    tty = sys.stderr.isatty()
+
+    def show(total: Any) -> None:
+        now = time.monotonic()
+        if tty and now - last[0] >= _PROGRESS_SECONDS:
+            last[0] = now
+            done = total.added + total.replaced + total.unchanged
+            rate = done / max(now - start, 1e-9)
+            print(
+                f"\r{done:,} documents, {rate:,.0f}/s, {total.new_pairs:,} new pairs", end="", file=sys.stderr
+            )
+
+    return show
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    with ExitStack() as stack:
+        index = _open(args, stack)
+        records = read_records(args.files, args.input_format, args.id_field, args.text_field)
+        start = time.monotonic()
+        result = index.add(
+            ({"id": r.id, "text": r.text, "meta": r.meta} for r in records),
+            batch_size=args.batch_size,
+            progress=_progress(start),
+        )
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
+        print(
+            f"added {result.added}, replaced {result.replaced}, unchanged {result.unchanged}, "
+            f"new pairs {result.new_pairs} in {time.monotonic() - start:.1f} s",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    if args.text is not None:
+        text = args.text
+    elif args.file is not None and args.file != "-":
+        with open(args.file, encoding="utf-8") as f:
+            text = f.read()
+    else:
+        text = sys.stdin.read()
+    with ExitStack() as stack:
+        index = _open(args, stack)
+        hits = index.query(text, min_jaccard=args.min_jaccard, limit=args.limit)
+        _emit(args.format, ["id", "jaccard"], ((i, _round(j)) for i, j in hits))
+    return 0
+
+
+def cmd_pairs(args: argparse.Namespace) -> int:
+    with ExitStack() as stack:
+        index = _open(args, stack)
+        _emit(
+            args.format,
+            ["id_a", "id_b", "jaccard"],
+            ((a, b, _round(j)) for a, b, j in index.pairs(args.min_jaccard)),
+        )
+    return 0
+
+
+def cmd_clusters(args: argparse.Namespace) -> int:
+    with ExitStack() as stack:
+        index = _open(args, stack)
+
+        def rows() -> Iterator[tuple[int, str, bool]]:
+            for n, ids in enumerate(index.clusters(), 1):
+                for i, doc_id in enumerate(ids):
+                    yield n, doc_id, i == 0
+
+        _emit(args.format, ["cluster", "id", "representative"], rows())
+    return 0
+
+
+def cmd_dedup(args: argparse.Namespace) -> int:
+    with ExitStack() as stack:
+        index = _open(args, stack)
+        drop = {doc_id for ids in index.clusters() for doc_id in ids[1:]}
+        kept = removed = 0
+        records: Iterable[SourceRecord] = read_records(
+            args.files, args.input_format, args.id_field, args.text_field
+        )
+        with open(args.out, "w", encoding="utf-8", newline="") as out:
+            writer = None
+            for rec in records:
+                if rec.id in drop:
+                    removed += 1
+                    continue
+                kept += 1
+                if rec.raw:
+                    out.write(rec.raw if rec.raw.endswith("\n") else rec.raw + "\n")
+                else:
+                    row = {args.id_field: rec.id, args.text_field: rec.text, **(rec.meta or {})}
+                    if writer is None:
+                        writer = csv.DictWriter(out, fieldnames=list(row), lineterminator="\n")
+                        writer.writeheader()
+                    writer.writerow(row)
+        print(f"kept {kept}, dropped {removed} (not the representative of their cluster)", file=sys.stderr)
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    with ExitStack() as stack:
+        index = _open(args, stack)
+        found = index.remove(args.ids)
+        print(f"removed {found} of {len(set(args.ids))}", file=sys.stderr)
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    with ExitStack() as stack:
+        index = _open(args, stack)
+        s = index.stats()
+        rows: list[tuple[str, Any]] = [
+            ("database", args.database),
+            *([("data_directory", args.data_directory)] if getattr(args, "data_directory", None) else []),
+            ("collection", s.name),
+            ("documents", s.documents),
+            ("contents", s.contents),
+            ("pairs", s.pairs),
+            ("identical_pairs", s.identical_pairs),
+            ("clusters", s.clusters),
+            ("bucket_rows", s.bucket_rows),
+            ("bytes_on_disk", s.bytes_on_disk),
+            ("threshold", s.threshold),
+            ("store_text", s.store_text),
+            ("expected_fp_rate", _round(s.expected_fp_rate)),
+            ("expected_fn_rate", _round(s.expected_fn_rate)),
+            *((f"params.{k}", v) for k, v in s.params.to_dict().items()),
+            *(
+                (f"largest_bucket.{i}", f"band {b} bucket {k}: {n}")
+                for i, (b, k, n) in enumerate(s.largest_buckets, 1)
+            ),
+        ]
+        _emit(args.format, ["name", "value"], rows)
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from neardup.core import optimal_params
+
+    b = optimal_params(args.threshold, args.num_perm, args.fp_weight, args.fn_weight)
+    print(str(b), file=sys.stderr)
+    if args.plot:
+        from pathlib import Path
+
+        from neardup.plot import plot_scurve
+
+        plot_scurve(b, Path(args.plot))
+        print(f"S-curve written to {args.plot}", file=sys.stderr)
+    _emit(
+        args.format,
+        ["bands", "rows", "threshold_point", "false_positive_rate", "false_negative_rate"],
+        [
+            (
+                b.bands,
+                b.rows,
+                _round(b.threshold_point),
+                _round(b.false_positive_rate),
+                _round(b.false_negative_rate),
+            )
+        ],
+    )
+    return 0
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from neardup.storage import migrate
+
+    with _database(args) as url:
+        if args.action == "upgrade":
+            migrate.upgrade(url, args.schema)
+        elif args.action == "downgrade":
+            migrate.downgrade(url, args.schema, args.revision)
+        current = migrate.current_revision(url, args.schema)
+        print(current or "none")
+    return 0
+
+
+# -- parser -----------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser, with every command and its example."""
+    parser = argparse.ArgumentParser(
+        prog="neardup", description="A near-duplicate document index in PostgreSQL."
+    )
+    parser.add_argument("--version", action="version", version=f"neardup {__version__}")
+    parser.add_argument(
+        "--db", help="database URL (default: $NEARDUP_DATABASE_URL, else the embedded server)"
+    )
+    parser.add_argument("--collection", default="default", help="collection name (default: default)")
+    parser.add_argument("--schema", default="neardup", help="PostgreSQL schema (default: neardup)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=f"example:\n  {EXAMPLES[name]}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if name not in ("add", "remove", "dedup", "db"):
+            p.add_argument(
+                "--format", choices=OUTPUT_FORMATS, default="tsv", help="output format (default tsv)"
+            )
+        return p
+
+    def inputs(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "files", nargs="+", metavar="FILE", help="files (gzip ok), directories, or - for stdin"
+        )
+        p.add_argument(
+            "--format", dest="input_format", choices=FORMATS, help="input format (default: by name)"
+        )
+        p.add_argument("--id-field", default="id")
+        p.add_argument("--text-field", default="text")
+
+    p = command("init", "Create the collection (migrating the schema if needed) and print its parameters.")
+    p.add_argument("--threshold", type=float, default=0.8)
+    p.add_argument("--num-perm", type=int, default=128)
+    p.add_argument("--bands", type=int)
+    p.add_argument("--rows", type=int)
+    p.add_argument("--shingle", choices=("char", "word"), default="char")
+    p.add_argument("--k", type=int, default=5)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--no-store-text", action="store_true")
+    p.add_argument(
+        "--exist-ok", action="store_true", help="reuse an existing collection with these parameters"
+    )
+    p.set_defaults(func=cmd_init)
+
+    p = command("add", "Add documents; each batch's verified pairs are stored before it commits.")
+    inputs(p)
+    p.add_argument("--batch-size", type=int, default=50_000)
+    p.set_defaults(func=cmd_add)
+
+    p = command("query", "Stored documents similar to a text, best first.")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--text")
+    g.add_argument("--file", help="a file with the text, or - for stdin")
+    g.add_argument("stdin", nargs="?", choices=["-"], help="read the text from stdin")
+    p.add_argument("--min-jaccard", type=float)
+    p.add_argument("--limit", type=int)
+    p.set_defaults(func=cmd_query)
+
+    p = command("pairs", "Every verified near-duplicate pair: id_a, id_b, jaccard.")
+    p.add_argument("--min-jaccard", type=float)
+    p.set_defaults(func=cmd_pairs)
+
+    p = command("clusters", "Clusters of near-duplicates: cluster, id, representative.")
+    p.set_defaults(func=cmd_clusters)
+
+    p = command("dedup", "Write the input back out, keeping one record per cluster (its representative).")
+    inputs(p)
+    p.add_argument("--out", required=True, help="output file")
+    p.set_defaults(func=cmd_dedup)
+
+    p = command("remove", "Remove documents by id.")
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.set_defaults(func=cmd_remove)
+
+    p = command("stats", "Counts, size on disk, fullest buckets and parameters of the collection.")
+    p.set_defaults(func=cmd_stats)
+
+    p = command("tune", "Choose bands and rows for a threshold (no database needed).")
+    p.add_argument("--threshold", type=float, required=True)
+    p.add_argument("--num-perm", type=int, default=128)
+    p.add_argument("--fp-weight", type=float, default=0.2)
+    p.add_argument("--fn-weight", type=float, default=0.8)
+    p.add_argument("--plot", metavar="PNG", help="also draw the S-curve with the FP and FN areas")
+    p.set_defaults(func=cmd_tune)
+
+    p = command("db", "Migrate the schema: upgrade, current or downgrade.")
+    p.add_argument("action", choices=("upgrade", "current", "downgrade"))
+    p.add_argument(
+        "--revision", default="base", help="downgrade target (default: base, which drops all data)"
+    )
+    p.set_defaults(func=cmd_db)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 on success, 1 on an error, 2 on bad usage)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except NeardupError as exc:
+        print(f"neardup: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        print("neardup: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""The command line, in-process and as a subprocess, against a real PostgreSQL."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from neardup.cli import EXAMPLES, OUTPUT_FORMATS, build_parser, main
+from tests._corpus import brute_force_pairs, components, planted_corpus
+
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def cli(
+    database_url: str, schema: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> Run:
+    """Run ``neardup --db URL --schema S --collection <test> ARGS`` in-process: (status, stdout, stderr)."""
+    collection = "cli-" + request.node.name.replace("[", "-").replace("]", "")[:60]
+
+    def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+        capsys.readouterr()
+        old = sys.stdin
+        if stdin is not None:
+            sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8")
+        try:
+            status = main(["--db", database_url, "--schema", schema, "--collection", collection, *args])
+        finally:
+            sys.stdin = old
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    return run
+
+
+def _jsonl(path: Path, docs: list[tuple[str, str]]) -> Path:
+    path.write_text("".join(json.dumps({"id": i, "text": t, "n": k}) + "\n" for k, (i, t) in enumerate(docs)))
+    return path
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, __import__("argparse")._SubParsersAction))
+    assert set(sub.choices) == set(EXAMPLES)
+    for name, p in sub.choices.items():
+        text = p.format_help()
+        assert "example:" in text
+        assert EXAMPLES[name] in text
+
+
+def test_init_add_pairs_clusters_in_every_format(cli: Run, tmp_path: Path) -> None:
+    docs = planted_corpus(n_sources=8, copies=2, seed=41)
+    status, out, err = cli("init", "--threshold", "0.5", "--bands", "64", "--rows", "2")
+    assert status == 0
+    assert "bands\t64" in out
+    assert "false-positive" in err
+    status, _, err = cli("add", str(_jsonl(tmp_path / "docs.jsonl", docs)))
+    assert status == 0
+    assert f"added {len(docs)}" in err
+    from neardup.core import Params
+
+    truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.5)
+    outputs = {fmt: cli("pairs", "--format", fmt)[1] for fmt in OUTPUT_FORMATS}
+    tsv = list(csv.reader(io.StringIO(outputs["tsv"]), delimiter="\t"))
+    assert tsv[0] == ["id_a", "id_b", "jaccard"]
+    assert {(a, b) for a, b, _ in tsv[1:]} == set(truth)
+    assert list(csv.reader(io.StringIO(outputs["csv"])))[1:] == tsv[1:]
+    as_jsonl = [json.loads(line) for line in outputs["jsonl"].splitlines()]
+    assert as_jsonl == json.loads(outputs["json"])
+    assert [(r["id_a"], r["id_b"]) for r in as_jsonl] == [(a, b) for a, b, _ in tsv[1:]]
+    assert all(abs(r["jaccard"] - truth[(r["id_a"], r["id_b"])]) < 1e-6 for r in as_jsonl)
+    _, out, _ = cli("clusters", "--format", "jsonl")
+    rows = [json.loads(line) for line in out.splitlines()]
+    grouped: dict[int, list[str]] = {}
+    for r in rows:
+        grouped.setdefault(r["cluster"], []).append(r["id"])
+        assert r["representative"] == (r["id"] == min(grouped[r["cluster"]]))
+    assert sorted(grouped.values()) == components(set(truth))
+
+
+def test_inputs_gzip_stdin_directory_and_csv_with_custom_fields(cli: Run, tmp_path: Path) -> None:
+    assert cli("init", "--threshold", "0.5")[0] == 0
+    text = "the quick brown fox jumps over the lazy dog"
+    gz = tmp_path / "a.jsonl.gz"
+    gz.write_bytes(gzip.compress((json.dumps({"id": "gz1", "text": text}) + "\n").encode()))
+    folder = tmp_path / "dir"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "one.txt").write_text(text + "!")
+    table = tmp_path / "t.csv"
+    table.write_text('key,body,lang\ncsv1,"' + text + ' again",en\n')
+    assert cli("add", str(gz))[0] == 0
+    assert cli("add", str(folder))[0] == 0
+    assert cli("add", str(table), "--id-field", "key", "--text-field", "body")[0] == 0
+    assert cli("add", "-", stdin=json.dumps({"id": "in1", "text": text + "?"}) + "\n")[0] == 0
+    _, out, _ = cli("query", "--text", text, "--format", "json")
+    assert {r["id"] for r in json.loads(out)} == {"gz1", "sub/one.txt", "csv1", "in1"}
+    _, out, _ = cli("query", "-", "--limit", "1", stdin=text)
+    assert out.splitlines()[1].split("\t") == ["gz1", "1.0"]
+    query_file = tmp_path / "q.txt"
+    query_file.write_text(text)
+    assert cli("query", "--file", str(query_file), "--min-jaccard", "0.99")[1].splitlines()[1:] == [
+        "gz1\t1.0"
+    ]
+
+
+def test_dedup_keeps_one_per_cluster_and_every_loner(cli: Run, tmp_path: Path) -> None:
+    docs = planted_corpus(n_sources=10, copies=2, seed=43)
+    source = _jsonl(tmp_path / "in.jsonl", docs)
+    cli("init", "--threshold", "0.5", "--bands", "64", "--rows", "2")
+    cli("add", str(source))
+    out_path = tmp_path / "out.jsonl"
+    status, _, _ = cli("dedup", str(source), "--out", str(out_path))
+    assert status == 0
+    kept = [json.loads(line) for line in out_path.read_text().splitlines()]
+    from neardup.core import Params
+
+    clusters = components(set(brute_force_pairs(docs, Params(bands=64, rows=2), 0.5)))
+    clustered = {i for c in clusters for i in c}
+    kept_ids = [r["id"] for r in kept]
+    assert sorted(kept_ids) == sorted([c[0] for c in clusters] + [i for i, _ in docs if i not in clustered])
+    assert all(
+        r["n"] == next(k for k, (i, _) in enumerate(docs) if i == r["id"]) for r in kept
+    )  # fields kept
+
+
+def test_remove_stats_tune_and_db(cli: Run, tmp_path: Path) -> None:
+    cli("init")
+    cli("add", str(_jsonl(tmp_path / "d.jsonl", [("x", "some text here"), ("y", "other text there")])))
+    status, _, err = cli("remove", "x", "missing")
+    assert status == 0
+    assert "removed 1 of 2" in err
+    _, out, _ = cli("stats", "--format", "json")
+    stats = {r["name"]: r["value"] for r in json.loads(out)}
+    assert stats["documents"] == 1
+    assert stats["params.bands"] == 16
+    png = tmp_path / "s.png"
+    _, out, _ = cli("tune", "--threshold", "0.8", "--num-perm", "128", "--format", "csv", "--plot", str(png))
+    assert out.splitlines()[1].startswith("16,8,")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert stats["database"].startswith("postgresql")
+    _, out, _ = cli("db", "current")
+    assert out.strip() == "0001"
+
+
+def test_errors_give_one_line_and_a_non_zero_status(cli: Run, tmp_path: Path) -> None:
+    status, out, err = cli("pairs")
+    assert status == 1
+    assert out == ""
+    assert err.count("\n") == 1
+    assert "no collection named" in err
+    cli("init")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": \n')
+    status, _, err = cli("add", str(bad))
+    assert status == 1
+    assert f"{bad}:2: not valid JSON" in err
+    missing = tmp_path / "m.csv"
+    missing.write_text("id,body\n1,x\n")
+    status, _, err = cli("add", str(missing))
+    assert status == 1
+    assert "column 'text' is missing" in err
+
+
+def test_subprocess_python_m_neardup(database_url: str, schema: str, tmp_path: Path) -> None:
+    base = [
+        sys.executable,
+        "-m",
+        "neardup",
+        "--db",
+        database_url,
+        "--schema",
+        schema,
+        "--collection",
+        "cli-sub",
+    ]
+    assert subprocess.run([*base, "init", "--exist-ok"], capture_output=True, check=False).returncode == 0
+    done = subprocess.run(
+        [*base, "add", "-"],
+        input='{"id": "s1", "text": "hello world"}\n',
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    listed = subprocess.run(
+        [*base, "query", "--text", "hello world"], capture_output=True, text=True, check=False
+    )
+    assert listed.stdout.splitlines() == ["id\tjaccard", "s1\t1.0"]
+    failed = subprocess.run([*base, "remove"], capture_output=True, text=True, check=False)
+    assert failed.returncode == 2
+    assert "usage:" in failed.stderr
+
+
+def test_embedded_default_persists_between_processes(tmp_path: Path) -> None:
+    # No --db and no NEARDUP_DATABASE_URL: a private server whose data lives under NEARDUP_HOME
+    # (a fresh directory that 'nobody' can reach when the suite runs as root).
+    import os
+    import shutil
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="nd-home-", dir="/var/tmp"))
+    home.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "NEARDUP_DATABASE_URL"}
+    env.update(NEARDUP_HOME=str(home), HOME=str(home))
+    try:
+
+        def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "neardup", *args],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            )
+
+        assert run("init", "--threshold", "0.5").returncode == 0
+        text = "the quick brown fox jumps over the lazy dog"
+        added = run("add", "-", stdin=json.dumps({"id": "a", "text": text}) + "\n")
+        assert added.returncode == 0, added.stderr
+        again = run("add", "-", stdin=json.dumps({"id": "b", "text": text + "!"}) + "\n")
+        assert again.returncode == 0, again.stderr
+        listed = run("pairs")
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.splitlines()[1].split("\t")[:2] == ["a", "b"]
+        stats = run("stats")
+        assert str(home) in stats.stdout  # where the data lives
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_db_upgrade_current_downgrade(database_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["--db", database_url, "--schema", "nd_cli_db"]
+    try:
+        assert main([*base, "db", "current"]) == 0
+        assert capsys.readouterr().out.strip() == "none"
+        assert main([*base, "db", "upgrade"]) == 0
+        assert capsys.readouterr().out.strip() == "0001"
+        assert main([*base, "init"]) == 0
+        assert main([*base, "db", "downgrade"]) == 0
+        assert capsys.readouterr().out.strip().endswith("none")
+        assert main([*base, "pairs"]) == 1
+        assert "neardup db upgrade" in capsys.readouterr().err
+    finally:
+        import psycopg
+
+        from tests.conftest import psycopg_url
+
+        with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
+            conn.execute('DROP SCHEMA IF EXISTS "nd_cli_db" CASCADE')
