@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import logging
 import os
 import sys
 import time
@@ -413,9 +414,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StderrHandler(logging.Handler):
+    """Writes log records to whatever ``sys.stderr`` is at the time (tests replace it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 on success, 1 on an error, 2 on bad usage)."""
     args = build_parser().parse_args(argv)
+    # The embedded server says what it does (as root: which user runs it, where its data is).
+    server_log = logging.getLogger("neardup.server")
+    if not server_log.handlers:
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("neardup: %(message)s"))
+        server_log.addHandler(handler)
+        server_log.setLevel(logging.INFO)
     try:
         return int(args.func(args))
     except NeardupError as exc:

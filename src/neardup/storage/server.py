@@ -201,7 +201,7 @@ class LocalServer:
             except KeyError:
                 raise ServerError("running as root, but there is no 'nobody' account to run as") from None
             self._user = (nobody.pw_uid, nobody.pw_gid)
-            log.info("running as root, so PostgreSQL runs as user 'nobody' (uid %d)", nobody.pw_uid)
+            log.debug("running as root, so PostgreSQL runs as user 'nobody' (uid %d)", nobody.pw_uid)
             self.bin_dir = _usable_bin_dir(self.bin_dir, self._user)
         if self._user is not None and not _reachable(self.data_dir, self._user):
             raise ServerError(
