@@ -256,3 +256,38 @@ def test_db_upgrade_current_downgrade(database_url: str, capsys: pytest.CaptureF
 
         with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
             conn.execute('DROP SCHEMA IF EXISTS "nd_cli_db" CASCADE')
+
+
+def test_skip_bad_counts_and_writes_rejected_records(cli: Run, tmp_path: Path) -> None:
+    cli("init")
+    source = tmp_path / "mixed.jsonl"
+    good = [json.dumps({"id": f"g{i}", "text": f"good text number {i}"}) for i in range(5)]
+    lines = [
+        good[0],
+        '{"id": "broken", "text": ',  # malformed JSON
+        good[1],
+        json.dumps({"id": "notext"}),  # missing field
+        json.dumps({"id": "nul", "text": "a\u0000b"}),  # NUL character
+        good[2],
+        json.dumps({"id": "g0", "text": "a repeated id"}),  # repeats line 1
+        good[3],
+    ]
+    source.write_bytes(
+        ("\n".join(lines) + "\n").encode() + b'{"id": "latin", "text": "caf\xe9"}\n' + good[4].encode()
+    )
+    rejects = tmp_path / "rejects.jsonl"
+    status, _, err = cli("add", str(source), "--skip-bad", "--rejects", str(rejects))
+    assert status == 0
+    assert "added 5" in err
+    assert "rejected 5" in err
+    bad = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert [b["where"] for b in bad] == [f"{source}:{n}" for n in (2, 4, 5, 7, 9)]
+    assert "not valid JSON" in bad[0]["reason"]
+    assert "'text' is missing" in bad[1]["reason"]
+    assert "NUL" in bad[2]["reason"]
+    assert f"repeats {source}:1" in bad[3]["reason"]
+    assert "not valid UTF-8" in bad[4]["reason"]
+    # Without --skip-bad the first bad record stops the import, naming its place; nothing more is added.
+    status, _, err = cli("add", str(source))
+    assert status == 1
+    assert f"{source}:2: not valid JSON" in err

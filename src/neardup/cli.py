@@ -14,8 +14,8 @@ from contextlib import ExitStack, contextmanager
 from typing import Any, TextIO
 
 from neardup import __version__
-from neardup.errors import NeardupError
-from neardup.records import FORMATS, SourceRecord, read_records
+from neardup.errors import InputError, NeardupError
+from neardup.records import FORMATS, BadRecord, SourceRecord, read_records
 
 OUTPUT_FORMATS = ("tsv", "csv", "jsonl", "json")
 # Redraw the progress line at most this often: a terminal cannot show more, and it costs a syscall.
@@ -146,21 +146,50 @@ def _progress(start: float) -> Any:
     return show
 
 
+def _checked(records: Iterable[SourceRecord], on_bad: Any) -> Iterator[dict[str, Any]]:
+    """Records as the index takes them, each checked where it was read (file:line); a bad one, or a
+    repeated id, raises InputError, or with ``on_bad`` is reported there and left out."""
+    from neardup.index import check_record
+
+    seen: dict[str, str] = {}
+    for r in records:
+        try:
+            doc_id, text, meta = check_record({"id": r.id, "text": r.text, "meta": r.meta}, r.where)
+            if doc_id in seen:
+                raise InputError(f"{r.where}: id {doc_id!r:.80} repeats {seen[doc_id]}")
+        except InputError as exc:
+            if on_bad is None:
+                raise
+            on_bad(BadRecord(r.where, str(exc), r.raw))
+            continue
+        seen[doc_id] = r.where
+        yield {"id": doc_id, "text": text, "meta": meta}
+
+
 def cmd_add(args: argparse.Namespace) -> int:
+    rejected: list[BadRecord] = []
     with ExitStack() as stack:
         index = _open(args, stack)
-        records = read_records(args.files, args.input_format, args.id_field, args.text_field)
+        on_bad = rejected.append if args.skip_bad else None
+        records = read_records(args.files, args.input_format, args.id_field, args.text_field, on_bad)
         start = time.monotonic()
-        result = index.add(
-            ({"id": r.id, "text": r.text, "meta": r.meta} for r in records),
-            batch_size=args.batch_size,
-            progress=_progress(start),
-        )
+        try:
+            result = index.add(
+                _checked(records, on_bad), batch_size=args.batch_size, progress=_progress(start)
+            )
+        finally:
+            if rejected:
+                with open(args.rejects, "w", encoding="utf-8") as f:
+                    for bad in rejected:
+                        f.write(
+                            json.dumps({"where": bad.where, "reason": bad.reason, "line": bad.raw}) + "\n"
+                        )
         if sys.stderr.isatty():
             print(file=sys.stderr)
         print(
             f"added {result.added}, replaced {result.replaced}, unchanged {result.unchanged}, "
-            f"new pairs {result.new_pairs} in {time.monotonic() - start:.1f} s",
+            f"rejected {len(rejected)}, new pairs {result.new_pairs} in {time.monotonic() - start:.1f} s"
+            + (f"; rejected records are in {args.rejects}" if rejected else ""),
             file=sys.stderr,
         )
     return 0
@@ -367,6 +396,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("add", "Add documents; each batch's verified pairs are stored before it commits.")
     inputs(p)
     p.add_argument("--batch-size", type=int, default=50_000)
+    p.add_argument(
+        "--skip-bad", action="store_true", help="leave bad records out (counted) instead of stopping"
+    )
+    p.add_argument("--rejects", default="rejected.jsonl", help="with --skip-bad: where to write them")
     p.set_defaults(func=cmd_add)
 
     p = command("query", "Stored documents similar to a text, best first.")

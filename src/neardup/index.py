@@ -104,6 +104,36 @@ class _Checked:
     metas: list[Any]
 
 
+def check_record(record: Record, where: str) -> tuple[str, str, dict[str, Any] | None]:
+    """(id, text, meta) of one record, or InputError naming ``where`` and the field that is wrong."""
+    if isinstance(record, Mapping):
+        if "id" not in record or "text" not in record:
+            missing = "id" if "id" not in record else "text"
+            raise InputError(f"{where}: field {missing!r} is missing")
+        doc_id, text, meta = record["id"], record["text"], record.get("meta")
+    elif isinstance(record, tuple) and len(record) in (2, 3):
+        doc_id, text = record[0], record[1]
+        meta = record[2] if len(record) == 3 else None
+    else:
+        raise InputError(
+            f"{where}: expected (id, text), (id, text, meta) or a dict, got {type(record).__name__}"
+        )
+    if not isinstance(doc_id, str) or not doc_id:
+        raise InputError(f"{where}: field 'id' must be a non-empty string, got {doc_id!r:.80}")
+    if not isinstance(text, str):
+        raise InputError(
+            f"{where} (id {doc_id!r:.80}): field 'text' must be a string, got {type(text).__name__}"
+        )
+    if "\x00" in doc_id or "\x00" in text:
+        field_name = "id" if "\x00" in doc_id else "text"
+        raise InputError(f"{where} (id {doc_id!r:.80}): field {field_name!r} contains a NUL character")
+    if meta is not None and not isinstance(meta, Mapping):
+        raise InputError(
+            f"{where} (id {doc_id!r:.80}): field 'meta' must be a mapping, got {type(meta).__name__}"
+        )
+    return doc_id, text, dict(meta) if meta is not None else None
+
+
 def _check_records(batch: Sequence[Record], start: int) -> _Checked:
     """Split records into ids, texts and metadata, refusing bad ones by position and field."""
     ids: list[str] = []
@@ -112,37 +142,13 @@ def _check_records(batch: Sequence[Record], start: int) -> _Checked:
     seen: dict[str, int] = {}
     for offset, record in enumerate(batch):
         where = f"record {start + offset}"
-        if isinstance(record, Mapping):
-            if "id" not in record or "text" not in record:
-                missing = "id" if "id" not in record else "text"
-                raise InputError(f"{where}: field {missing!r} is missing")
-            doc_id, text, meta = record["id"], record["text"], record.get("meta")
-        elif isinstance(record, tuple) and len(record) in (2, 3):
-            doc_id, text = record[0], record[1]
-            meta = record[2] if len(record) == 3 else None
-        else:
-            raise InputError(
-                f"{where}: expected (id, text), (id, text, meta) or a dict, got {type(record).__name__}"
-            )
-        if not isinstance(doc_id, str) or not doc_id:
-            raise InputError(f"{where}: field 'id' must be a non-empty string, got {doc_id!r:.80}")
-        if not isinstance(text, str):
-            raise InputError(
-                f"{where} (id {doc_id!r:.80}): field 'text' must be a string, got {type(text).__name__}"
-            )
-        if "\x00" in doc_id or "\x00" in text:
-            field_name = "id" if "\x00" in doc_id else "text"
-            raise InputError(f"{where} (id {doc_id!r:.80}): field {field_name!r} contains a NUL character")
-        if meta is not None and not isinstance(meta, Mapping):
-            raise InputError(
-                f"{where} (id {doc_id!r:.80}): field 'meta' must be a mapping, got {type(meta).__name__}"
-            )
+        doc_id, text, meta = check_record(record, where)
         if doc_id in seen:
             raise InputError(f"{where}: id {doc_id!r:.80} repeats record {seen[doc_id]} of the same batch")
         seen[doc_id] = start + offset
         ids.append(doc_id)
         texts.append(text)
-        metas.append(dict(meta) if meta is not None else None)
+        metas.append(meta)
     return _Checked(ids, texts, metas)
 
 
