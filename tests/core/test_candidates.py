@@ -30,3 +30,9 @@ def test_large_ids_take_the_general_path() -> None:
     big = 2**40
     got = candidate_pairs(Ragged.from_arrays([[big, big + 1], [big + 1, big]], np.int64))
     assert got.tolist() == [[big, big + 1]]
+
+
+def test_unsorted_groups_and_empty_groups_are_handled() -> None:
+    # Group 0 descends inside; group 1 is empty; the last group is empty too.
+    groups = Ragged(np.array([5, 2, 9, 1, 3], dtype=np.int64), np.array([0, 2, 2, 5, 5], dtype=np.int64))
+    assert candidate_pairs(groups).tolist() == [[1, 3], [1, 9], [2, 5], [3, 9]]

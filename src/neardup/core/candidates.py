@@ -18,7 +18,11 @@ def candidate_pairs(groups: Ragged, first_new: int = 0) -> npt.NDArray[np.int64]
     """
     members = np.asarray(groups.values, dtype=np.int64)
     offsets = np.asarray(groups.offsets, dtype=np.int64)
-    if members.size and (np.diff(members) < 0).any():
+    descending = np.diff(members) < 0
+    boundaries = offsets[1:-1]
+    # A drop from one group's last member to the next group's first is no disorder.
+    descending[boundaries[(boundaries > 0) & (boundaries < members.size)] - 1] = False
+    if descending.any():
         # Each group must be ascending for the kernel; sort within groups without a Python loop.
         group_of = np.repeat(np.arange(len(groups)), groups.lengths())
         members = members[np.lexsort((members, group_of))]

@@ -64,22 +64,3 @@ def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> bytes:
             # The stored int4 carries the uint32 bits of the signature value.
             rows[f"v{j}"][..., 1] = np.ascontiguousarray(arr, dtype=np.uint32).view(np.int32)
     return _HEADER + rows.tobytes() + _TRAILER
-
-
-def parse_stream(data: bytes, kinds: Sequence[Kind]) -> list[np.ndarray]:
-    """Columns of a binary COPY ... TO STDOUT stream of fixed-width, non-NULL scalar columns."""
-    fields: list[tuple[str, str]] = [("count", ">i2")]
-    for j, kind in enumerate(kinds):
-        if kind not in _SCALARS:
-            raise ValueError(f"parse_stream reads scalar columns only, got {kind!r}")
-        fields += [(f"len{j}", ">i4"), (f"v{j}", _SCALARS[kind])]
-    if not data.startswith(_HEADER[:11]):
-        raise ValueError("not a binary COPY stream")
-    body = data[len(_HEADER) : len(data) - len(_TRAILER)]
-    rows = np.frombuffer(body, dtype=np.dtype(fields))
-    if rows.size and (rows["count"] != len(kinds)).any():
-        raise ValueError(f"expected {len(kinds)} columns per row")
-    for j in range(len(kinds)):
-        if rows.size and (rows[f"len{j}"] < 0).any():
-            raise ValueError(f"column {j} has NULLs")
-    return [rows[f"v{j}"].astype(np.dtype(_SCALARS[k]).newbyteorder("=")) for j, k in enumerate(kinds)]

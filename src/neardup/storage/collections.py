@@ -49,12 +49,6 @@ def get(scope: Scope, name: str, *, lock: bool = False) -> CollectionRow | None:
     return _row(scope.conn.execute(scope.sql(query), (name,)).fetchone())
 
 
-def names(scope: Scope) -> list[str]:
-    """Names of all collections, sorted."""
-    rows = scope.conn.execute(scope.sql("SELECT name FROM {s}.collections ORDER BY name")).fetchall()
-    return [r[0] for r in rows]
-
-
 def insert(
     scope: Scope, name: str, params: dict[str, Any], threshold: float, store_text: bool, unicode_version: str
 ) -> CollectionRow:
@@ -79,15 +73,6 @@ def insert(
     return row
 
 
-def drop(scope: Scope) -> None:
-    """Delete the scope's collection with all its rows (its partitions are dropped)."""
-    for table in reversed(PARTITIONED_TABLES):
-        scope.conn.execute(scope.sql(f"DROP TABLE IF EXISTS {{{table}_p}}"))
-    scope.conn.execute(
-        scope.sql("DELETE FROM {s}.collections WHERE collection_id = %s"), (scope.collection_id,)
-    )
-
-
 def advance(scope: Scope, next_content_id: int, next_doc_id: int) -> None:
     """Store the id counters after a batch and touch ``updated_at``."""
     scope.conn.execute(
@@ -107,14 +92,6 @@ def set_params(scope: Scope, params: dict[str, Any], threshold: float) -> None:
             "WHERE collection_id = %s"
         ),
         (Jsonb(params), threshold, scope.collection_id),
-    )
-
-
-def rename(scope: Scope, name: str) -> None:
-    """Give the scope's collection another name."""
-    scope.conn.execute(
-        scope.sql("UPDATE {s}.collections SET name = %s WHERE collection_id = %s"),
-        (name, scope.collection_id),
     )
 
 

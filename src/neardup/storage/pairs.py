@@ -61,16 +61,6 @@ def among(scope: Scope, content_ids: Sequence[int]) -> tuple[np.ndarray, np.ndar
     return arr[:, 0], arr[:, 1]
 
 
-def all_pairs(scope: Scope) -> tuple[np.ndarray, np.ndarray]:
-    """Every stored pair of contents."""
-    rows = scope.conn.execute(
-        scope.sql("SELECT content_a, content_b FROM {pairs_p} WHERE collection_id = %s"),
-        (scope.collection_id,),
-    ).fetchall()
-    arr = np.array(rows, dtype=np.int64).reshape(-1, 2)
-    return arr[:, 0], arr[:, 1]
-
-
 def truncate(scope: Scope) -> None:
     """Remove every stored pair of the collection (before they are recomputed)."""
     scope.conn.execute(scope.sql("TRUNCATE {pairs_p}"))
