@@ -2,11 +2,15 @@
 (numba compiles each kernel on first use, which would otherwise trip it)."""
 
 import gc
+import hashlib
 import importlib
+import io
 import os
 import re
+import sys
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -121,3 +125,39 @@ def make_index(database_url: str, schema: str, request: pytest.FixtureRequest) -
     yield make
     for index in opened:
         index.close()
+
+
+@dataclass
+class Run:
+    """Runs ``neardup --db URL --schema S --collection C ARGS`` in-process: (status, stdout, stderr)."""
+
+    database_url: str
+    schema: str
+    collection: str
+    capsys: pytest.CaptureFixture[str]
+
+    def __call__(self, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
+        from neardup.cli import main
+
+        self.capsys.readouterr()
+        old = sys.stdin
+        if stdin is not None:
+            sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8")
+        try:
+            status = main(
+                ["--db", self.database_url, "--schema", self.schema, "--collection", self.collection, *args]
+            )
+        finally:
+            sys.stdin = old
+        out, err = self.capsys.readouterr()
+        return status, out, err
+
+
+@pytest.fixture
+def cli(
+    database_url: str, schema: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> Run:
+    """The command line on a collection named after the test."""
+    name = request.node.name
+    unique = hashlib.blake2b(name.encode(), digest_size=4).hexdigest()
+    return Run(database_url, schema, f"cli-{re.sub(r'[^A-Za-z0-9_.-]', '-', name)[:50]}-{unique}", capsys)

@@ -8,37 +8,13 @@ import io
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from neardup.cli import EXAMPLES, OUTPUT_FORMATS, build_parser, main
 from tests._corpus import brute_force_pairs, components, planted_corpus
-
-Run = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def cli(
-    database_url: str, schema: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
-) -> Run:
-    """Run ``neardup --db URL --schema S --collection <test> ARGS`` in-process: (status, stdout, stderr)."""
-    collection = "cli-" + request.node.name.replace("[", "-").replace("]", "")[:60]
-
-    def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
-        capsys.readouterr()
-        old = sys.stdin
-        if stdin is not None:
-            sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8")
-        try:
-            status = main(["--db", database_url, "--schema", schema, "--collection", collection, *args])
-        finally:
-            sys.stdin = old
-        out, err = capsys.readouterr()
-        return status, out, err
-
-    return run
+from tests.conftest import Run
 
 
 def _jsonl(path: Path, docs: list[tuple[str, str]]) -> Path:

@@ -294,6 +294,23 @@ def test_parameters_are_stored_and_checked(make_index: MakeIndex, database_url: 
         Index.open(database_url, "no-such-collection", schema=schema)
 
 
+def test_a_collection_from_a_newer_hash_version_is_refused_by_name(
+    make_index: MakeIndex, database_url: str, schema: str
+) -> None:
+    index = make_index()
+    index.add([("a", "some text to keep")])
+    with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE \"{schema}\".collections SET params = jsonb_set(params, '{{hash_version}}', '99') "
+            "WHERE name = %s",
+            [index.name],
+        )
+    with pytest.raises(ParamsMismatchError, match=r"hash_version: the parameters say 99.*newer neardup"):
+        Index.open(database_url, index.name, schema=schema)
+    with pytest.raises(ParamsMismatchError, match="hash_version"):
+        Index.create(database_url, index.name, schema=schema, exist_ok=True)
+
+
 def test_rebuild_with_new_banding_keeps_exact_pairs(make_index: MakeIndex) -> None:
     docs = planted_corpus(n_sources=20, copies=2, seed=19)
     index = make_index(threshold=0.5, bands=8, rows=8)  # misses some pairs on purpose

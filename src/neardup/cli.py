@@ -14,8 +14,16 @@ from contextlib import ExitStack, contextmanager
 from typing import Any, TextIO
 
 from neardup import __version__
-from neardup.errors import InputError, NeardupError
-from neardup.records import FORMATS, BadRecord, SourceRecord, read_records
+from neardup.errors import DatabaseConnectionError, NeardupError
+from neardup.records import (
+    DEFAULT_MAX_TEXT_LENGTH,
+    FORMATS,
+    BadRecord,
+    SourceRecord,
+    check_paths,
+    checked_records,
+    read_records,
+)
 
 OUTPUT_FORMATS = ("tsv", "csv", "jsonl", "json")
 # Redraw the progress line at most this often: a terminal cannot show more, and it costs a syscall.
@@ -146,28 +154,9 @@ def _progress(start: float) -> Any:
     return show
 
 
-def _checked(records: Iterable[SourceRecord], on_bad: Any) -> Iterator[dict[str, Any]]:
-    """Records as the index takes them, each checked where it was read (file:line); a bad one, or a
-    repeated id, raises InputError, or with ``on_bad`` is reported there and left out."""
-    from neardup.index import check_record
-
-    seen: dict[str, str] = {}
-    for r in records:
-        try:
-            doc_id, text, meta = check_record({"id": r.id, "text": r.text, "meta": r.meta}, r.where)
-            if doc_id in seen:
-                raise InputError(f"{r.where}: id {doc_id!r:.80} repeats {seen[doc_id]}")
-        except InputError as exc:
-            if on_bad is None:
-                raise
-            on_bad(BadRecord(r.where, str(exc), r.raw))
-            continue
-        seen[doc_id] = r.where
-        yield {"id": doc_id, "text": text, "meta": meta}
-
-
 def cmd_add(args: argparse.Namespace) -> int:
     rejected: list[BadRecord] = []
+    check_paths(args.files)
     with ExitStack() as stack:
         index = _open(args, stack)
         on_bad = rejected.append if args.skip_bad else None
@@ -175,8 +164,14 @@ def cmd_add(args: argparse.Namespace) -> int:
         start = time.monotonic()
         try:
             result = index.add(
-                _checked(records, on_bad), batch_size=args.batch_size, progress=_progress(start)
+                checked_records(records, on_bad, max_text_length=args.max_text_length),
+                batch_size=args.batch_size,
+                progress=_progress(start),
             )
+        except DatabaseConnectionError as exc:
+            raise DatabaseConnectionError(
+                f"{exc}; the batches before it are stored: run the same command again to finish the import"
+            ) from exc
         finally:
             if rejected:
                 with open(args.rejects, "w", encoding="utf-8") as f:
@@ -400,6 +395,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--skip-bad", action="store_true", help="leave bad records out (counted) instead of stopping"
     )
     p.add_argument("--rejects", default="rejected.jsonl", help="with --skip-bad: where to write them")
+    p.add_argument(
+        "--max-text-length",
+        type=int,
+        default=DEFAULT_MAX_TEXT_LENGTH,
+        metavar="CHARS",
+        help=f"refuse longer texts as bad records (default {DEFAULT_MAX_TEXT_LENGTH:,} characters)",
+    )
     p.set_defaults(func=cmd_add)
 
     p = command("query", "Stored documents similar to a text, best first.")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import unicodedata
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +35,7 @@ from neardup.errors import (
     ParamsError,
     SchemaError,
 )
+from neardup.records import Record, check_record
 from neardup.storage import buckets, collections, contents, documents, migrate, pairs
 from neardup.storage.connect import Connection, connect, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
@@ -53,9 +54,6 @@ EXACT, ESTIMATE = "exact", "estimate"
 
 class UnicodeVersionWarning(UserWarning):
     """The collection was built under another Unicode database; normalisation may differ slightly."""
-
-
-Record = tuple[str, str] | tuple[str, str, Mapping[str, Any] | None] | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -101,36 +99,6 @@ class _Checked:
     ids: list[str]
     texts: list[str]
     metas: list[Any]
-
-
-def check_record(record: Record, where: str) -> tuple[str, str, dict[str, Any] | None]:
-    """(id, text, meta) of one record, or InputError naming ``where`` and the field that is wrong."""
-    if isinstance(record, Mapping):
-        if "id" not in record or "text" not in record:
-            missing = "id" if "id" not in record else "text"
-            raise InputError(f"{where}: field {missing!r} is missing")
-        doc_id, text, meta = record["id"], record["text"], record.get("meta")
-    elif isinstance(record, tuple) and len(record) in (2, 3):
-        doc_id, text = record[0], record[1]
-        meta = record[2] if len(record) == 3 else None
-    else:
-        raise InputError(
-            f"{where}: expected (id, text), (id, text, meta) or a dict, got {type(record).__name__}"
-        )
-    if not isinstance(doc_id, str) or not doc_id:
-        raise InputError(f"{where}: field 'id' must be a non-empty string, got {doc_id!r:.80}")
-    if not isinstance(text, str):
-        raise InputError(
-            f"{where} (id {doc_id!r:.80}): field 'text' must be a string, got {type(text).__name__}"
-        )
-    if "\x00" in doc_id or "\x00" in text:
-        field_name = "id" if "\x00" in doc_id else "text"
-        raise InputError(f"{where} (id {doc_id!r:.80}): field {field_name!r} contains a NUL character")
-    if meta is not None and not isinstance(meta, Mapping):
-        raise InputError(
-            f"{where} (id {doc_id!r:.80}): field 'meta' must be a mapping, got {type(meta).__name__}"
-        )
-    return doc_id, text, dict(meta) if meta is not None else None
 
 
 def _check_records(batch: Sequence[Record], start: int) -> _Checked:
@@ -192,6 +160,7 @@ class Index:
         self._reader: Connection | None = None
         self._scope = scope.with_collection(row.collection_id)
         self.name = row.name
+        self.schema = scope.schema
         self.params = Params.from_dict(row.params)
         self.threshold = row.threshold
         self.store_text = row.store_text

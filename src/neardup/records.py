@@ -8,8 +8,10 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,86 @@ Format = Literal["jsonl", "csv", "tsv", "txt"]
 FORMATS: tuple[Format, ...] = ("jsonl", "csv", "tsv", "txt")
 # CSV fields can hold whole documents; the csv module's default limit (128 KiB) is too small.
 csv.field_size_limit(2**31 - 1)
+
+
+Record = tuple[str, str] | tuple[str, str, Mapping[str, Any] | None] | Mapping[str, Any]
+# Ids are keys of a btree index, whose entries must fit in a third of an 8 KiB page (2,704 bytes);
+# 2,000 leaves room for the rest of the entry and refuses a too-long id before it reaches SQL.
+ID_MAX_BYTES = 2000
+
+
+def check_record(record: Record, where: str) -> tuple[str, str, dict[str, Any] | None]:
+    """(id, text, meta) of one record, or InputError naming ``where`` and the field that is wrong."""
+    if isinstance(record, Mapping):
+        if "id" not in record or "text" not in record:
+            missing = "id" if "id" not in record else "text"
+            raise InputError(f"{where}: field {missing!r} is missing")
+        doc_id, text, meta = record["id"], record["text"], record.get("meta")
+    elif isinstance(record, tuple) and len(record) in (2, 3):
+        doc_id, text = record[0], record[1]
+        meta = record[2] if len(record) == 3 else None
+    else:
+        raise InputError(
+            f"{where}: expected (id, text), (id, text, meta) or a dict, got {type(record).__name__}"
+        )
+    if not isinstance(doc_id, str) or not doc_id:
+        raise InputError(f"{where}: field 'id' must be a non-empty string, got {doc_id!r:.80}")
+    if len(doc_id) > ID_MAX_BYTES // 4 and len(doc_id.encode("utf-8", "replace")) > ID_MAX_BYTES:
+        raise InputError(f"{where}: field 'id' is longer than {ID_MAX_BYTES} bytes ({doc_id!r:.80}...)")
+    if not isinstance(text, str):
+        raise InputError(
+            f"{where} (id {doc_id!r:.80}): field 'text' must be a string, got {type(text).__name__}"
+        )
+    for field_name, value in (("id", doc_id), ("text", text)):
+        if "\x00" in value:
+            raise InputError(f"{where} (id {doc_id!r:.80}): field {field_name!r} contains a NUL character")
+        if not value.isascii() and not _encodable(value):
+            raise InputError(
+                f"{where} (id {doc_id!r:.80}): field {field_name!r} is not valid Unicode (a lone surrogate)"
+            )
+    if meta is None:
+        return doc_id, text, None
+    if not isinstance(meta, Mapping):
+        raise InputError(
+            f"{where} (id {doc_id!r:.80}): field 'meta' must be a mapping, got {type(meta).__name__}"
+        )
+    return doc_id, text, _json_object(meta, f"{where} (id {doc_id!r:.80}): field 'meta'")
+
+
+def _encodable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _json_object(meta: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``meta`` as PostgreSQL's jsonb will store it (a JSON round trip), or InputError saying why not."""
+    try:
+        dumped = json.dumps(meta, ensure_ascii=False, allow_nan=False)
+        dumped.encode("utf-8")
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+        raise InputError(f"{where} is not storable as JSON ({exc})") from exc
+    loaded: dict[str, Any] = json.loads(dumped)
+    if _has_nul(loaded):
+        raise InputError(f"{where} contains a NUL character, which jsonb cannot store")
+    return loaded
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+# A longer "document" is almost always a dump or a concatenation mistaken for one; its shingles
+# alone take 4 bytes a character in memory. Real ones get through with --max-text-length.
+DEFAULT_MAX_TEXT_LENGTH = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -69,18 +151,34 @@ class BadRecord:
 OnBad = Callable[[BadRecord], None]
 
 
-def _lines(stream: BinaryIO, name: str, bad: OnBad | None) -> Iterator[tuple[int, str]]:
-    """(line number, text) of each line, decoded as UTF-8 one line at a time."""
-    for n, data in enumerate(stream, 1):
-        try:
-            yield n, data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            problem = InputError(
-                f"{name}:{n}: not valid UTF-8 ({exc.reason} at byte {exc.start} of the line)"
-            )
-            if bad is None:
-                raise problem from exc
-            bad(BadRecord(f"{name}:{n}", str(problem), data.decode("utf-8", "replace")))
+class _Lines:
+    """The lines of one input, decoded as UTF-8 one line at a time; remembers the last line read."""
+
+    def __init__(self, name: str, on_bad: OnBad | None) -> None:
+        self.name, self.on_bad, self.last = name, on_bad, 0
+
+    def read(self, stream: BinaryIO) -> Iterator[tuple[int, str]]:
+        """(line number, text) of each line; a line that is not UTF-8 raises or goes to ``on_bad``."""
+        for n, data in enumerate(stream, 1):
+            self.last = n
+            try:
+                yield n, data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                problem = InputError(
+                    f"{self.name}:{n}: not valid UTF-8 ({exc.reason} at byte {exc.start} of the line)"
+                )
+                if self.on_bad is None:
+                    raise problem from exc
+                self.on_bad(BadRecord(f"{self.name}:{n}", str(problem), data.decode("utf-8", "replace")))
+
+
+def check_paths(paths: Sequence[str]) -> None:
+    """Refuse, before anything is read, a path that does not exist or cannot be read."""
+    for path in paths:
+        if path != "-" and not Path(path).exists():
+            raise InputError(f"{path}: no such file or directory")
+        if path != "-" and not os.access(path, os.R_OK):
+            raise InputError(f"{path}: permission denied")
 
 
 def read_records(
@@ -99,24 +197,46 @@ def read_records(
             continue
         kind = fmt or (guess_format(path) if path != "-" else "jsonl")
         name = "<stdin>" if path == "-" else path
+        lines = _Lines(name, on_bad)
+        count = 0
         try:
             with _open_binary(path) as stream:
-                lines = _lines(stream, name, on_bad)
-                if kind == "jsonl":
-                    yield from _read_jsonl(lines, name, id_field, text_field, on_bad)
-                elif kind in ("csv", "tsv"):
-                    yield from _read_table(
-                        lines, name, id_field, text_field, "," if kind == "csv" else "\t", on_bad
-                    )
-                else:
-                    for n, line in lines:
-                        yield SourceRecord(
-                            f"{name}:{n}", line.rstrip("\n").rstrip("\r"), None, f"{name}:{n}", line
-                        )
-        except (EOFError, gzip.BadGzipFile) as exc:
-            raise InputError(f"{name}: compressed file is damaged or cut short ({exc})") from exc
+                for record in _parse(kind, lines.read(stream), name, id_field, text_field, on_bad):
+                    count += 1
+                    yield record
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            problem = InputError(
+                f"{name}: compressed data is damaged or cut short after line {lines.last} ({exc})"
+            )
+            if on_bad is None:
+                raise problem from exc
+            on_bad(BadRecord(f"{name}:{lines.last + 1}", str(problem), ""))
+            continue
         except OSError as exc:
             raise InputError(f"{name}: {exc.strerror or exc}") from exc
+        if count == 0 and lines.last == 0:
+            problem = InputError(f"{name}: the file is empty")
+            if on_bad is None:
+                raise problem
+            on_bad(BadRecord(name, str(problem), ""))
+
+
+def _parse(
+    kind: str,
+    lines: Iterator[tuple[int, str]],
+    name: str,
+    id_field: str,
+    text_field: str,
+    on_bad: OnBad | None,
+) -> Iterator[SourceRecord]:
+    if kind == "jsonl":
+        return _read_jsonl(lines, name, id_field, text_field, on_bad)
+    if kind in ("csv", "tsv"):
+        return _read_table(lines, name, id_field, text_field, "," if kind == "csv" else "\t", on_bad)
+    return (
+        SourceRecord(f"{name}:{n}", line.rstrip("\n").rstrip("\r"), None, f"{name}:{n}", line)
+        for n, line in lines
+    )
 
 
 def _field(rec: dict[str, Any], key: str, where: str) -> str:
@@ -196,3 +316,31 @@ def _read_directory(root: Path) -> Iterator[SourceRecord]:
         except UnicodeDecodeError as exc:
             raise InputError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
         yield SourceRecord(rel, text, None, str(path), "")
+
+
+def checked_records(
+    records: Iterable[SourceRecord], on_bad: OnBad | None = None, max_text_length: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """Records as the index takes them, each checked where it was read (file:line): a bad record, an
+    empty or whitespace-only text, a text over ``max_text_length`` characters or an id repeated in
+    the input raises InputError, or with ``on_bad`` is reported there and left out."""
+    seen: dict[str, str] = {}
+    for r in records:
+        try:
+            doc_id, text, meta = check_record({"id": r.id, "text": r.text, "meta": r.meta}, r.where)
+            if not text.strip():
+                raise InputError(f"{r.where} (id {doc_id!r:.80}): field 'text' is empty or only whitespace")
+            if max_text_length is not None and len(text) > max_text_length:
+                raise InputError(
+                    f"{r.where} (id {doc_id!r:.80}): field 'text' has {len(text):,} characters, over the "
+                    f"limit of {max_text_length:,} (--max-text-length)"
+                )
+            if doc_id in seen:
+                raise InputError(f"{r.where}: id {doc_id!r:.80} repeats {seen[doc_id]}")
+        except InputError as exc:
+            if on_bad is None:
+                raise
+            on_bad(BadRecord(r.where, str(exc), r.raw))
+            continue
+        seen[doc_id] = r.where
+        yield {"id": doc_id, "text": text, "meta": meta}

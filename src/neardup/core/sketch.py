@@ -50,9 +50,15 @@ class Sketcher:
 
     def __init__(self, params: Params) -> None:
         if params.hash_version != HASH_VERSION:
+            newer = params.hash_version > HASH_VERSION
             raise ParamsMismatchError(
                 f"hash_version: the parameters say {params.hash_version}, this neardup computes "
-                f"{HASH_VERSION}; signatures would not match: rebuild the index with this version"
+                f"{HASH_VERSION}; signatures would not match: "
+                + (
+                    "they come from a newer neardup, upgrade it"
+                    if newer
+                    else "rebuild the index with this version"
+                )
             )
         self.params = params
         self.minhasher = MinHasher(params.num_perm, params.seed, params.scheme)

@@ -21,7 +21,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Self
+from typing import Literal, Self
 from urllib.parse import quote
 
 from neardup.errors import ServerError
@@ -249,10 +249,11 @@ class LocalServer:
     def _pg_ctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         return _run([str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), *args], self._user)
 
-    def stop(self) -> None:
-        """Stop the server (fast shutdown) if this instance started it; a reused server keeps running."""
+    def stop(self, mode: Literal["smart", "fast", "immediate"] = "fast") -> None:
+        """Stop the server if this instance started it (a reused server keeps running); ``fast``
+        rolls back open transactions, ``immediate`` stops as a crash would (recovery at next start)."""
         if self._started and self.socket_dir is not None:
-            proc = self._pg_ctl("stop", "-w", "-t", "60", "-m", "fast")
+            proc = self._pg_ctl("stop", "-w", "-t", "60", "-m", mode)
             if proc.returncode != 0:
                 raise ServerError(f"PostgreSQL failed to stop on {self.data_dir}:\n{_tail(proc.stderr)}")
             if self._own_socket_dir:
