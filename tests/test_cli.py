@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from neardup.cli import EXAMPLES, OUTPUT_FORMATS, build_parser, main
+from neardup.cli import EVAL_COLUMNS, EXAMPLES, OUTPUT_FORMATS, build_parser, main
 from tests._corpus import brute_force_pairs, components, planted_corpus
 from tests.conftest import Run
 
@@ -267,3 +267,42 @@ def test_skip_bad_counts_and_writes_rejected_records(cli: Run, tmp_path: Path) -
     status, _, err = cli("add", str(source))
     assert status == 1
     assert f"{source}:2: not valid JSON" in err
+
+
+def test_eval_reports_recall_the_bins_and_a_plot(cli: Run, tmp_path: Path) -> None:
+    docs = planted_corpus(n_sources=10, copies=2, seed=47)
+    cli("init", "--threshold", "0.5", "--bands", "64", "--rows", "2")
+    cli("add", str(_jsonl(tmp_path / "d.jsonl", docs)))
+    png = tmp_path / "report.png"
+    status, out, err = cli("eval", "--sample", "500", "--plot", str(png))
+    assert status == 0
+    assert "recall at J >= 0.5: 1.0000" in err
+    assert "precision: 1.0000" in err
+    assert f"report written to {png}" in err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = list(csv.reader(io.StringIO(out), delimiter="\t"))
+    assert table[0] == list(EVAL_COLUMNS)
+    assert (table[1][0], table[-1][1]) == ("0.25", "1.0")
+    from neardup.core import Params
+
+    truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.5)
+    assert sum(int(row[-1]) for row in table[1:]) == len(truth)  # every stored pair, in its bin
+    status, out, _ = cli("eval", "--sample", "5", "--seed", "3", "--floor", "0.4", "--format", "json")
+    report = json.loads(out)
+    assert (report["sampled"], report["seed"], report["floor"], report["recall"]) == (5, 3, 0.4, 1.0)
+    assert [b["low"] for b in report["bins"]][:2] == [0.4, 0.45]
+    _, out, _ = cli("eval", "--sample", "5", "--seed", "3", "--floor", "0.4", "--format", "jsonl")
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {k: (round(v, 6) if isinstance(v, float) else v) for k, v in b.items()} for b in report["bins"]
+    ]
+
+
+def test_eval_refuses_a_collection_without_text(cli: Run, tmp_path: Path) -> None:
+    cli("init", "--no-store-text")
+    cli("add", str(_jsonl(tmp_path / "d.jsonl", [("x", "some text here"), ("y", "some text there")])))
+    status, out, err = cli("eval")
+    assert status == 1
+    assert out == ""
+    assert err.count("\n") == 1
+    assert err.startswith("neardup: error: ")
+    assert "stores no text" in err

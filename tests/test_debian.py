@@ -12,9 +12,11 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from neardup.index import Index
+from tests.conftest import psycopg_url
 
 CANDIDATES = [
     os.environ.get("NEARDUP_DATA_DIR", ""),
@@ -25,7 +27,9 @@ DATA = next((Path(p) for p in CANDIDATES if p and (Path(p) / "debian_bookworm.js
 
 
 @pytest.mark.skipif(DATA is None, reason="Debian corpus not found (set NEARDUP_DATA_DIR)")
-def test_debian_recall_and_precision_at_0_8(make_index: Callable[..., Index]) -> None:
+def test_debian_recall_and_precision_at_0_8(
+    make_index: Callable[..., Index], database_url: str, schema: str
+) -> None:
     assert DATA is not None
     # The ground truth's normalisation: lowercase and collapsed whitespace, character 5-shingles.
     index = make_index(threshold=0.8, unicode_form="none", case="lower")
@@ -47,3 +51,26 @@ def test_debian_recall_and_precision_at_0_8(make_index: Callable[..., Index]) ->
     # collision; the difference stays below 1 / |A u B| for the few pairs it touches.
     off = [k for k, j in found.items() if abs(j - truth[k]) > 0.01]
     assert off == []
+    # The evaluation of a sample agrees with the ground truth restricted to that sample, at the
+    # level of contents (documents with one normalised text are one content).
+    ev = index.evaluate(sample=300, seed=1)
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        content_of: dict[str, int] = dict(
+            conn.execute(
+                f'SELECT id, content_id FROM "{schema}".document_list WHERE collection = %s', (index.name,)
+            ).fetchall()
+        )
+    sampled = set(ev.sample_ids.tolist())
+
+    def contents(pairs: set[tuple[str, str]]) -> set[tuple[int, int]]:
+        ends = {tuple(sorted((content_of[a], content_of[b]))) for a, b in pairs}
+        return {(a, b) for a, b in ends if a != b and {a, b} & sampled}
+
+    expected = contents(wanted)
+    evaluated = ev.truth.jaccard >= 0.8
+    got = set(
+        zip(ev.truth.content_a[evaluated].tolist(), ev.truth.content_b[evaluated].tolist(), strict=True)
+    )
+    assert got == expected
+    assert ev.recall == len(expected & contents(set(found))) / len(expected)
+    assert ev.precision == 1.0

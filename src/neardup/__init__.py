@@ -19,14 +19,16 @@ from neardup.errors import (
     ParamsMismatchError,
     SchemaError,
     ServerError,
+    TextNotStoredError,
 )
 
 if TYPE_CHECKING:
+    from neardup.evaluation import Evaluation
     from neardup.index import AddResult, Index, Stats
 
 __version__ = "0.1.0"
 
-_LAZY = {"Index", "AddResult", "Stats"}
+_LAZY = {"Index", "AddResult", "Evaluation", "Stats"}
 
 
 def __getattr__(name: str) -> Any:
@@ -43,6 +45,7 @@ __all__ = [
     "CollectionNotFoundError",
     "DatabaseConnectionError",
     "DatabaseError",
+    "Evaluation",
     "Index",
     "InputError",
     "NeardupError",
@@ -51,5 +54,6 @@ __all__ = [
     "SchemaError",
     "ServerError",
     "Stats",
+    "TextNotStoredError",
     "__version__",
 ]

@@ -38,6 +38,7 @@ EXAMPLES = {
     "dedup": "neardup dedup corpus.jsonl --out corpus.dedup.jsonl",
     "remove": "neardup remove ap-001 rt-017",
     "stats": "neardup stats --format json",
+    "eval": "neardup eval --sample 2000 --seed 7 --plot report.png",
     "tune": "neardup tune --threshold 0.8 --num-perm 128 --plot scurve.png",
     "db": "neardup db upgrade",
 }
@@ -293,6 +294,48 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+EVAL_COLUMNS = (
+    "low",
+    "high",
+    "pairs",
+    "candidates",
+    "found",
+    "mean_jaccard",
+    "empirical",
+    "stderr",
+    "theoretical",
+    "stored",
+)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    if args.plot:
+        from neardup.plot import pyplot
+
+        pyplot()  # refuse before the work, not after it, when matplotlib is missing
+    with ExitStack() as stack:
+        index = _open(args, stack)
+        ev = index.evaluate(args.sample, seed=args.seed, floor=args.floor)
+    print(str(ev), file=sys.stderr)
+    if args.plot:
+        from neardup.plot import plot_evaluation
+
+        plot_evaluation(ev, Path(args.plot))
+        print(f"report written to {args.plot}", file=sys.stderr)
+    if args.format == "json":
+        json.dump(ev.to_dict(), sys.stdout)
+        sys.stdout.write("\n")
+        return 0
+
+    def cell(v: Any) -> Any:
+        return _round(v) if isinstance(v, float) else v
+
+    _emit(args.format, EVAL_COLUMNS, ([cell(getattr(b, c)) for c in EVAL_COLUMNS] for b in ev.bins))
+    return 0
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     from neardup.core import optimal_params
 
@@ -350,11 +393,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--schema", default="neardup", help="PostgreSQL schema (default: neardup)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+    def command(name: str, help_text: str, details: str = "") -> argparse.ArgumentParser:
         p = sub.add_parser(
             name,
             help=help_text,
-            description=help_text,
+            description=help_text + (f"\n\n{details}" if details else ""),
             epilog=f"example:\n  {EXAMPLES[name]}",
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
@@ -431,6 +474,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("stats", "Counts, size on disk, fullest buckets and parameters of the collection.")
     p.set_defaults(func=cmd_stats)
+
+    p = command(
+        "eval",
+        "Measure recall and precision against exact truth on a sample (needs stored texts).",
+        "Each sampled content is compared exactly with every stored one. Recall at the threshold, with\n"
+        "its 95% interval, and precision go to standard error. Standard output has one row per\n"
+        "similarity bin: the sampled pairs, how many of them are LSH candidates and how many are\n"
+        "stored, the empirical and theoretical (S-curve) candidate probability with its standard\n"
+        "error, and the stored pairs of the whole collection; --format json gives it all as one object.",
+    )
+    p.add_argument("--sample", type=int, default=1000, help="contents to sample (default 1000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
+    p.add_argument("--floor", type=float, help="lowest similarity evaluated (default: half the threshold)")
+    p.add_argument("--plot", metavar="PNG", help="also draw the similarity histogram and the S-curve")
+    p.set_defaults(func=cmd_eval)
 
     p = command("tune", "Choose bands and rows for a threshold (no database needed).")
     p.add_argument("--threshold", type=float, required=True)

@@ -19,6 +19,10 @@ class ParamsMismatchError(NeardupError, ValueError):
     """Stored parameters differ from the ones a caller asked for."""
 
 
+class TextNotStoredError(NeardupError, ValueError):
+    """The operation needs the stored texts, and the collection was created without them."""
+
+
 class ServerError(NeardupError, RuntimeError):
     """A local PostgreSQL server could not be found, initialised, started or stopped."""
 

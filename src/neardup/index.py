@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from neardup.core.candidates import candidate_pairs
 from neardup.core.components import component_labels
+from neardup.core.exact_join import SetJoin
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme, empty_rows
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import Params
@@ -34,16 +35,21 @@ from neardup.errors import (
     NeardupError,
     ParamsError,
     SchemaError,
+    TextNotStoredError,
 )
+from neardup.evaluation import Evaluation, default_floor, similarity_edges, summarise
 from neardup.records import Record, check_record
 from neardup.storage import buckets, collections, contents, documents, migrate, pairs
 from neardup.storage.connect import Connection, connect, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
-from neardup.storage.scope import Scope
+from neardup.storage.scope import Scope, read_snapshot
 
 # Documents per transaction in add(): large enough that COPY and the set-based statements
 # dominate, small enough that a batch's shingles and signatures stay in a few hundred MB.
 DEFAULT_BATCH_SIZE = 50_000
+# Stored contents read and shingled per step of evaluate()'s scan: few round trips, and a step's
+# texts and shingle arrays stay in tens of MB for 1.5 KB texts (the join bounds its own product).
+EVALUATION_CHUNK = 2_000
 # The tuner weighs a missed pair 4x a false candidate: candidates are verified exactly, so a
 # false positive costs a set merge while a false negative is a duplicate nobody ever sees.
 # At t = 0.8, n = 128 this picks 16 x 8 (recall 0.996 on the Debian corpus, bench_core.py).
@@ -724,6 +730,82 @@ class Index:
                 expected_fn_rate=banding.false_negative_rate,
             )
 
+    def evaluate(self, sample: int = 1000, *, seed: int = 0, floor: float | None = None) -> Evaluation:
+        """Recall and precision of the stored pairs against exact truth for a sample of contents.
+
+        ``sample`` contents with at least one shingle are drawn with ``seed`` (the same sample for
+        the same collection). Each is compared exactly with every stored content (a set-similarity
+        join over the shingle sets this collection verifies with), keeping pairs with Jaccard >=
+        ``floor`` (default: half the threshold) for the candidate curve. Recall and precision are
+        estimates for the whole collection from the sample, recall with a Wilson interval; the
+        truth of each sampled content and the histogram of stored pairs are exact. Documents with
+        the same normalised text are one content, so their pairs are not counted. Reads one
+        snapshot; needs stored texts.
+        """
+        if not self.store_text:
+            raise TextNotStoredError(
+                f"collection {self.name!r} stores no text (created with store_text=False), "
+                "so there is nothing to compute the exact Jaccard from"
+            )
+        if isinstance(sample, bool) or not isinstance(sample, int | np.integer) or sample < 1:
+            raise ParamsError(f"sample must be a positive integer, got {sample!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise ParamsError(f"seed must be a non-negative integer, got {seed!r}")
+        floor = default_floor(self.threshold) if floor is None else float(floor)
+        if not 0.0 < floor <= self.threshold:
+            raise ParamsError(f"floor must be in (0, threshold = {self.threshold:g}], got {floor}")
+        scope, sketcher = self._scope, self._sketcher
+        with translated(f"evaluating {self.name!r}"), self._conn.transaction():
+            read_snapshot(self._conn)
+            population = contents.bearing_ids(scope)
+            rng = np.random.Generator(np.random.PCG64(seed))
+            chosen = np.sort(rng.choice(population, size=min(sample, population.size), replace=False))
+            texts = documents.texts(scope, chosen.tolist())
+            join = SetJoin(sketcher.shingles([texts[i] for i in chosen.tolist()]), floor)
+            found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+            for ids, chunk in documents.content_texts(scope, EVALUATION_CHUNK):
+                i, j, jaccard = join.pairs(sketcher.shingles(chunk))
+                found.append((ids[i], chosen[j], jaccard))
+            a, b, jaccard = _distinct_pairs(found)
+            stored_a, stored_b = pairs.touching(scope, chosen.tolist())
+            ends = np.unique(np.concatenate([a, b]))
+            ids, sigs = contents.signatures(scope, ends.tolist(), self.params.num_perm)
+            if ids.size != ends.size:
+                raise SchemaError(f"{ends.size - ids.size} stored contents have no signature")
+            keys = sketcher.band_keys(sigs)
+            candidate = (keys[np.searchsorted(ids, a)] == keys[np.searchsorted(ids, b)]).any(axis=1)
+            edges = similarity_edges(floor, self.threshold)
+            histogram = pairs.histogram(scope, edges[:-1])
+        return summarise(
+            collection=self.name,
+            threshold=self.threshold,
+            bands=self.params.bands,
+            rows=self.params.rows,
+            floor=floor,
+            seed=int(seed),
+            population=int(population.size),
+            sample_ids=chosen,
+            truth=(a, b, jaccard),
+            candidate=candidate,
+            stored=(stored_a, stored_b),
+            histogram=histogram,
+        )
+
+
+def _distinct_pairs(
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Join results (stored content, sampled content, J) as distinct pairs a < b sorted, without
+    a content paired with itself; two sampled contents meet twice, with the same J."""
+    left = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
+    right = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int64)
+    jaccard = np.concatenate([p[2] for p in parts]) if parts else np.empty(0, np.float64)
+    other = left != right
+    left, right, jaccard = left[other], right[other], jaccard[other]
+    ends = np.stack([np.minimum(left, right), np.maximum(left, right)], axis=1)
+    ends, first = np.unique(ends.reshape(-1, 2), axis=0, return_index=True)
+    return ends[:, 0].astype(np.int64), ends[:, 1].astype(np.int64), jaccard[first]
+
 
 def _check_revision(conn: Connection, scope: Scope) -> None:
     head = migrate.head_revision()
@@ -741,4 +823,4 @@ def _check_revision(conn: Connection, scope: Scope) -> None:
         )
 
 
-__all__ = ["AddResult", "Index", "NeardupError", "Stats", "UnicodeVersionWarning"]
+__all__ = ["AddResult", "Evaluation", "Index", "NeardupError", "Stats", "UnicodeVersionWarning"]

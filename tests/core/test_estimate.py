@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup.core import EMPTY, MinHasher, agreement, estimate_jaccard
+from neardup.core.estimate import wilson_interval
 from neardup.errors import ParamsError
 
 from ._sets import pairs_with_jaccard
@@ -39,6 +40,27 @@ def test_interval_is_wilsons(matches: int) -> None:
     full = estimate_jaccard(a, a, confidence=0.99)
     assert full.high == 1.0
     assert 0.9 < full.low < 1.0
+
+
+@given(trials=st.integers(0, 10_000), data=st.data())
+def test_wilson_interval_of_any_proportion(trials: int, data: st.DataObject) -> None:
+    successes = data.draw(st.integers(0, trials))
+    low, high = wilson_interval(successes, trials)
+    if trials == 0:
+        assert (low, high) == (0.0, 1.0)
+        return
+    assert 0.0 <= low <= successes / trials <= high <= 1.0
+    assert (low == 0.0) == (successes == 0)
+    assert (high == 1.0) == (successes == trials)
+    p_hat, z2 = successes / trials, 1.959963984540054**2
+    roots = np.roots([1 + z2 / trials, -(2 * p_hat + z2 / trials), p_hat**2])
+    assert (low, high) == pytest.approx(sorted(roots.real), abs=1e-9)
+
+
+@pytest.mark.parametrize(("successes", "trials"), [(-1, 3), (4, 3)])
+def test_wilson_interval_refuses_impossible_counts(successes: int, trials: int) -> None:
+    with pytest.raises(ParamsError, match="successes"):
+        wilson_interval(successes, trials)
 
 
 def test_interval_covers_the_truth_at_its_level() -> None:

@@ -13,7 +13,7 @@ Pure numpy (and numba kernels); imports nothing from the database side.
     (0.734, 0.039)
 """
 
-from neardup.core.estimate import JaccardEstimate, agreement, estimate_jaccard
+from neardup.core.estimate import JaccardEstimate, agreement, estimate_jaccard, wilson_interval
 from neardup.core.lsh import band_keys
 from neardup.core.minhash import DEFAULT_SCHEME, DEFAULT_SEED, EMPTY, PRIME, SCHEMES, MinHasher, empty_rows
 from neardup.core.normalize import Normalization, normalize
@@ -58,4 +58,5 @@ __all__ = [
     "shingle_batch",
     "shingles",
     "threshold_point",
+    "wilson_interval",
 ]

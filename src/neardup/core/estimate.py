@@ -55,20 +55,33 @@ def estimate_jaccard(sig_a: npt.ArrayLike, sig_b: npt.ArrayLike, confidence: flo
     a, b = _check_pair(sig_a, sig_b)
     if a.ndim != 1:
         raise ParamsError(f"estimate_jaccard takes two 1-D signatures; use agreement() for {a.shape}")
-    if not 0.0 < confidence < 1.0:
-        raise ParamsError(f"confidence must be in (0, 1), got {confidence}")
     n = a.shape[0]
     matches = int(np.count_nonzero((a == b) & (a != EMPTY)))
     value = matches / n
-    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
-    centre = (value + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * math.sqrt(value * (1 - value) / n + z * z / (4 * n * n))
+    low, high = wilson_interval(matches, n, confidence)
     return JaccardEstimate(
         value=value,
         stderr=math.sqrt(value * (1.0 - value) / n),
-        # At 0 or n matches the bound is exactly 0 or 1; rounding must not nudge it inside.
-        low=0.0 if matches == 0 else max(0.0, centre - half),
-        high=1.0 if matches == n else min(1.0, centre + half),
+        low=low,
+        high=high,
         num_perm=n,
         confidence=confidence,
     )
+
+
+def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion ``successes / trials``; (0, 1) for no trials."""
+    if not 0.0 < confidence < 1.0:
+        raise ParamsError(f"confidence must be in (0, 1), got {confidence}")
+    if not 0 <= successes <= trials:
+        raise ParamsError(f"need 0 <= successes <= trials, got {successes} of {trials}")
+    if trials == 0:
+        return 0.0, 1.0
+    n, value = trials, successes / trials
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    centre = (value + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(value * (1 - value) / n + z * z / (4 * n * n))
+    # At 0 or n successes the bound is exactly 0 or 1; rounding must not nudge it inside.
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high

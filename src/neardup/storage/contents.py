@@ -71,6 +71,21 @@ def signatures(
     return ids, matrix
 
 
+def bearing_ids(scope: Scope) -> npt.NDArray[np.int64]:
+    """Sorted ids of every content with at least one shingle (the ones that can have pairs)."""
+    with scope.conn.cursor(binary=True) as cur:
+        row = cur.execute(
+            scope.sql(
+                "SELECT array_agg(content_id ORDER BY content_id) FROM {contents_p} "
+                "WHERE collection_id = %s AND shingle_count > 0"
+            ),
+            (scope.collection_id,),
+        ).fetchone()
+    if row is None or row[0] is None:
+        return np.empty(0, dtype=np.int64)
+    return np.asarray(row[0], dtype=np.int64)
+
+
 def orphans(scope: Scope, content_ids: Sequence[int]) -> tuple[list[int], list[int]]:
     """Those of the given contents that no document points at: (content ids, their cluster ids)."""
     rows = scope.conn.execute(

@@ -118,6 +118,27 @@ def texts(scope: Scope, content_ids: Sequence[int]) -> dict[int, str]:
     return {r[0]: r[1] for r in rows}
 
 
+def content_texts(scope: Scope, chunk_rows: int) -> Iterator[tuple[npt.NDArray[np.int64], list[str]]]:
+    """(content ids, texts) of every content with a stored text and at least one shingle, one text
+    per content (its earliest document's), by content id, ``chunk_rows`` at a time; one statement
+    read through a server-side cursor."""
+    with (
+        scope.conn.transaction(),
+        scope.conn.cursor(name="neardup_content_texts") as cur,
+    ):
+        cur.execute(
+            scope.sql(
+                "SELECT DISTINCT ON (d.content_id) d.content_id, d.text FROM {documents_p} d "
+                "JOIN {contents_p} t ON t.collection_id = d.collection_id AND t.content_id = d.content_id "
+                "WHERE d.collection_id = %s AND t.shingle_count > 0 AND d.text IS NOT NULL "
+                "ORDER BY d.content_id, d.doc_id"
+            ),
+            (scope.collection_id,),
+        )
+        while rows := cur.fetchmany(chunk_rows):
+            yield np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), [r[1] for r in rows]
+
+
 def stash(scope: Scope) -> int:
     """Copy every document (id, text, meta) into a temporary table, for a rebuild; returns the count."""
     scope.conn.execute("DROP TABLE IF EXISTS neardup_stash")

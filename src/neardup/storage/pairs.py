@@ -61,6 +61,39 @@ def among(scope: Scope, content_ids: Sequence[int]) -> tuple[np.ndarray, np.ndar
     return arr[:, 0], arr[:, 1]
 
 
+def touching(scope: Scope, content_ids: Sequence[int]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(content_a, content_b) of every stored pair with at least one of ``content_ids``, sorted."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT content_a, content_b FROM {pairs_p} "
+            "WHERE collection_id = %(c)s AND content_a IN (SELECT unnest(%(ids)s::int8[])) "
+            "UNION "
+            "SELECT content_a, content_b FROM {pairs_p} "
+            "WHERE collection_id = %(c)s AND content_b IN (SELECT unnest(%(ids)s::int8[])) "
+            "ORDER BY 1, 2"
+        ),
+        {"c": scope.collection_id, "ids": list(content_ids)},
+    ).fetchall()
+    ends = np.array(rows, dtype=np.int64).reshape(-1, 2)
+    return ends[:, 0], ends[:, 1]
+
+
+def histogram(scope: Scope, lower_edges: Sequence[float]) -> npt.NDArray[np.int64]:
+    """Number of stored pairs whose similarity lies in each bin [lower_edges[i], lower_edges[i + 1]),
+    the last bin reaching up to 1 inclusive; pairs below the first edge are not counted."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT width_bucket(similarity, %s::float8[]), count(*) FROM {pairs_p} "
+            "WHERE collection_id = %s GROUP BY 1"
+        ),
+        (list(lower_edges), scope.collection_id),
+    ).fetchall()
+    counts = np.zeros(len(lower_edges) + 1, dtype=np.int64)
+    for bucket, n in rows:
+        counts[bucket] = n
+    return counts[1:]
+
+
 def truncate(scope: Scope) -> None:
     """Remove every stored pair of the collection (before they are recomputed)."""
     scope.conn.execute(scope.sql("TRUNCATE {pairs_p}"))

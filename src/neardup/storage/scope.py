@@ -62,3 +62,9 @@ def index_probes(conn: Connection) -> Iterator[None]:
     conn.execute("SELECT " + ", ".join(f"set_config('{name}', 'off', true)" for name in _PROBE_SETTINGS))
     yield
     conn.execute("; ".join(f"RESET {name}" for name in _PROBE_SETTINGS))
+
+
+def read_snapshot(conn: Connection) -> None:
+    """Make the caller's just-begun transaction read-only and repeatable-read, so that all its
+    reads see one snapshot while writers carry on."""
+    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
