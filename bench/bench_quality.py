@@ -149,9 +149,39 @@ def score(method: str, banding: str, t: float, reported: Keys, truth: Truth) -> 
     )
 
 
+@dataclass
+class EvalCheck:
+    """neardup eval's recall estimate for one collection, next to the recall the truth gives."""
+
+    threshold: float
+    sample: int
+    contents: int
+    estimate: float
+    low: float
+    high: float
+    sampled_true: int
+    truth_recall: float
+    truth_pairs: int
+    seconds: float
+
+
+def content_recall(
+    found: Keys, truth: Truth, content: npt.NDArray[np.int64], n: int, t: float
+) -> tuple[float, int]:
+    """Recall at t over pairs of distinct contents (documents with different normalised texts), the
+    unit neardup eval samples: identical copies are left out on both sides."""
+    lo, hi = truth.keys // n, truth.keys % n
+    keep = (truth.jaccard >= t) & (content[lo] != content[hi])
+    a, b = content[lo[keep]], content[hi[keep]]
+    true_pairs = np.unique(np.minimum(a, b) * n + np.maximum(a, b))
+    fa, fb = content[found // n], content[found % n]
+    got = np.unique(np.minimum(fa, fb) * n + np.maximum(fa, fb))
+    return float(np.isin(true_pairs, got).mean()), int(true_pairs.size)
+
+
 def run_neardup(
-    url: str, schema: str, docs: list[tuple[str, str]], t: float
-) -> tuple[Keys, str, dict[str, float]]:
+    url: str, schema: str, docs: list[tuple[str, str]], t: float, eval_sample: int = 0
+) -> tuple[Keys, str, dict[str, float], Any]:
     position = {doc_id: i for i, (doc_id, _) in enumerate(docs)}
     n = len(docs)
     ingest_s, index = timed(
@@ -162,10 +192,11 @@ def run_neardup(
         ingest_s += seconds
         pairs_s, listed = timed(lambda: list(index.pairs()))
         banding = f"{index.params.bands}x{index.params.rows}"
+        evaluation = timed(lambda: index.evaluate(eval_sample, seed=1)) if eval_sample else None
     lo = np.fromiter((position[a] for a, _, _ in listed), dtype=np.int64, count=len(listed))
     hi = np.fromiter((position[b] for _, b, _ in listed), dtype=np.int64, count=len(listed))
     keys = np.minimum(lo, hi) * n + np.maximum(lo, hi)
-    return keys, banding, {"ingest with pairs": ingest_s, "list pairs": pairs_s}
+    return keys, banding, {"ingest with pairs": ingest_s, "list pairs": pairs_s}, evaluation
 
 
 def datasketch_signatures(texts: Sequence[str]) -> list[Any]:
@@ -266,6 +297,9 @@ def main() -> None:
     ap.add_argument("--thresholds", default="0.5,0.7,0.8,0.9")
     ap.add_argument("--db", help="PostgreSQL URL (default: a temporary durable local server)")
     ap.add_argument("--no-filter", action="store_true", help="skip the datasketch + estimate filter variant")
+    ap.add_argument(
+        "--eval-sample", type=int, default=1000, help="contents neardup eval samples per collection (0: skip)"
+    )
     ap.add_argument("--out-dir", type=Path, default=Path("docs/benchmarks"))
     args = ap.parse_args()
     thresholds = [float(x) for x in args.thresholds.split(",")]
@@ -282,15 +316,39 @@ def main() -> None:
 
     report = Report()
     scores: list[Score] = []
+    checks: list[EvalCheck] = []
+    texts_seen: dict[str, int] = {}
+    content = np.fromiter(
+        (texts_seen.setdefault(truth_normalize(text), len(texts_seen)) for _, text in docs),
+        dtype=np.int64,
+        count=len(docs),
+    )
     with contextlib.ExitStack() as stack:
         url = args.db or stack.enter_context(local_server())
         schema = stack.enter_context(bench_schema(url, "nd_quality"))
         warm_up(url, schema, **TRUTH_CONFIG)
         for t in thresholds:
             print(f"neardup at {t} ...", file=sys.stderr)
-            keys, banding, seconds = run_neardup(url, schema, docs, t)
+            keys, banding, seconds, evaluated = run_neardup(url, schema, docs, t, args.eval_sample)
             scores.append(score("neardup", banding, t, keys, truth))
             scores[-1].seconds = seconds
+            if evaluated is not None:
+                eval_s, ev = evaluated
+                recall, truth_pairs = content_recall(keys, truth, content, len(docs), t)
+                checks.append(
+                    EvalCheck(
+                        t,
+                        ev.sampled,
+                        ev.contents,
+                        ev.recall if ev.recall is not None else float("nan"),
+                        ev.recall_low,
+                        ev.recall_high,
+                        ev.true_pairs,
+                        recall,
+                        truth_pairs,
+                        eval_s,
+                    )
+                )
         report.say(
             *header(
                 "Quality against the exact ground truth: Debian bookworm",
@@ -377,6 +435,42 @@ def main() -> None:
         for s in (s for s in scores if s.threshold == t):
             band_rows.append([t, s.method, s.banding, *[fmt(r) for r in s.band_recall]])
     report.table(["t", "method", "b×r", *BAND_LABELS], "rll" + "r" * len(BANDS), band_rows)
+
+    if checks:
+        report.say("## `neardup eval` against the truth", "")
+        report.say(
+            f"`Index.evaluate(sample={args.eval_sample}, seed=1)` (what `neardup eval` runs) on each "
+            "neardup collection above: its recall estimate from the sampled contents, with a 95% "
+            "bootstrap interval, next to the recall the ground truth gives over every pair of distinct "
+            "contents (documents with the same normalised text are one content, as in eval).",
+            "",
+        )
+        report.table(
+            [
+                "t",
+                "sampled contents",
+                "true pairs touching the sample",
+                "eval recall (95% interval)",
+                "truth recall, all content pairs",
+                "truth pairs",
+                "inside the interval",
+                "eval s",
+            ],
+            "rrrrrrlr",
+            [
+                [
+                    c.threshold,
+                    f"{c.sample:,} of {c.contents:,}",
+                    f"{c.sampled_true:,}",
+                    f"{fmt(c.estimate)} ({fmt(c.low)}-{fmt(c.high)})",
+                    fmt(c.truth_recall),
+                    f"{c.truth_pairs:,}",
+                    "yes" if c.low <= c.truth_recall <= c.high else "no",
+                    f"{c.seconds:.1f}",
+                ]
+                for c in checks
+            ],
+        )
 
     report.say("## Time (for orientation; bench_speed.py measures speed)", "")
     time_rows: list[list[object]] = []

@@ -210,3 +210,28 @@ def test_similarity_edges_put_the_floor_and_the_threshold_on_edges() -> None:
     assert similarity_edges(1.0, 1.0) == [1.0, 1.0]
     edges = similarity_edges(0.4, 0.8)
     assert bin_of([0.39, 0.4, 0.44999, 0.8, 0.95, 1.0], edges).tolist() == [-1, 0, 0, 8, 11, 11]
+
+
+def test_recall_interval_resamples_contents_so_clusters_widen_it() -> None:
+    from neardup.core.estimate import wilson_interval
+    from neardup.evaluation import _bootstrap_recall
+
+    sample = np.arange(200, dtype=np.int64)
+    # Independent pairs: one true pair per sampled content (partner outside the sample), 180 found.
+    a, b = sample.copy(), sample + 1000
+    found = np.arange(200) < 180
+    low, high = _bootstrap_recall(sample, a, b, found, seed=0)
+    w_low, w_high = wilson_interval(180, 200)
+    assert low <= 0.9 <= high
+    assert abs(low - w_low) < 0.02
+    assert abs(high - w_high) < 0.02
+    # The same share found, but the misses all belong to one content with 20 pairs: what the sample
+    # says about recall rests on whether that content is drawn, and the interval says so.
+    a = np.concatenate([np.full(20, 0), sample[1:181]])
+    b = np.concatenate([np.arange(20) + 1000, sample[1:181] + 2000])
+    found = np.concatenate([np.zeros(20, bool), np.ones(180, bool)])
+    c_low, c_high = _bootstrap_recall(sample, a, b, found, seed=0)
+    assert c_low <= 0.9 <= c_high
+    assert (c_high - c_low) > 1.5 * (high - low)
+    # Everything found: nothing to be unsure about.
+    assert _bootstrap_recall(sample, sample, sample + 1000, np.ones(200, bool), seed=0) == (1.0, 1.0)

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from neardup.core.estimate import wilson_interval
 from neardup.core.tuning import candidate_probability
 
 # Width of the similarity bins of the report (the threshold and the floor are edges too).
@@ -107,8 +106,8 @@ class Evaluation:
     recall: float | None
     """found_pairs / true_pairs (None without true pairs)."""
     recall_low: float
-    """Lower end of the recall's Wilson score interval at CONFIDENCE. The interval treats pairs as
-    independent draws; pairs sharing a content are not, so with large clusters it is too narrow."""
+    """Lower end of the recall's interval at CONFIDENCE: a percentile bootstrap that resamples the
+    sampled contents, so the pairs of one content (a large cluster, say) move together."""
     recall_high: float
     """Upper end of that interval."""
     stored_pairs: int
@@ -170,6 +169,41 @@ def _rows_of(
     return key[: a.size], key[a.size :]
 
 
+# Bootstrap resamples of the sampled contents: percentile intervals want 1,000 or more
+# (Efron & Tibshirani, An Introduction to the Bootstrap, ch. 13); each costs one pass over the sample.
+BOOTSTRAP_RESAMPLES = 2_000
+
+
+def _bootstrap_recall(
+    sample_ids: npt.NDArray[np.int64],
+    a: npt.NDArray[np.int64],
+    b: npt.NDArray[np.int64],
+    found: npt.NDArray[np.bool_],
+    seed: int,
+) -> tuple[float, float]:
+    """Percentile interval at CONFIDENCE for recall = found / true pairs, resampling the sampled
+    contents with replacement; each pair counts once for each of its ends in the sample."""
+    if not a.size:
+        return 0.0, 1.0
+    trues = np.zeros(sample_ids.size)
+    founds = np.zeros(sample_ids.size)
+    for end in (a, b):
+        at = np.searchsorted(sample_ids, end)
+        hit = at < sample_ids.size
+        hit[hit] = sample_ids[at[hit]] == end[hit]
+        trues += np.bincount(at[hit], minlength=sample_ids.size)
+        founds += np.bincount(at[hit], weights=found[hit], minlength=sample_ids.size)
+    rng = np.random.Generator(np.random.PCG64([seed, 1]))
+    ratios = np.empty(BOOTSTRAP_RESAMPLES)
+    for r in range(BOOTSTRAP_RESAMPLES):
+        pick = rng.integers(0, sample_ids.size, sample_ids.size)
+        total = trues[pick].sum()
+        ratios[r] = founds[pick].sum() / total if total else np.nan
+    tail = (1.0 - CONFIDENCE) / 2 * 100
+    low, high = np.nanpercentile(ratios, [tail, 100 - tail])
+    return float(low), float(high)
+
+
 def summarise(
     *,
     collection: str,
@@ -192,7 +226,7 @@ def summarise(
     found = np.isin(truth_key, stored_key)
     above = jaccard >= threshold
     true_pairs, found_pairs = int(above.sum()), int((found & above).sum())
-    low, high = wilson_interval(found_pairs, true_pairs, CONFIDENCE)
+    low, high = _bootstrap_recall(sample_ids, a[above], b[above], found[above], seed)
     precise = np.isin(stored_key, truth_key[above])
     edges = similarity_edges(floor, threshold)
     n_bins = len(edges) - 1

@@ -737,10 +737,10 @@ class Index:
         the same collection). Each is compared exactly with every stored content (a set-similarity
         join over the shingle sets this collection verifies with), keeping pairs with Jaccard >=
         ``floor`` (default: half the threshold) for the candidate curve. Recall and precision are
-        estimates for the whole collection from the sample, recall with a Wilson interval; the
-        truth of each sampled content and the histogram of stored pairs are exact. Documents with
-        the same normalised text are one content, so their pairs are not counted. Reads one
-        snapshot; needs stored texts.
+        estimates for the whole collection from the sample, recall with a bootstrap interval over
+        the sampled contents; the truth of each sampled content and the histogram of stored pairs
+        are exact. Documents with the same normalised text are one content, so their pairs are not
+        counted. Reads one snapshot; needs stored texts.
         """
         if not self.store_text:
             raise TextNotStoredError(
