@@ -122,6 +122,27 @@ def bench_neardup(
 # -- datasketch ---------------------------------------------------------------------------------
 
 
+def _candidates(
+    name: str,
+    n: int,
+    ingest: Callable[[], list[Any]],
+    all_pairs: Callable[[list[Any]], set[Any]],
+    query: Callable[[str], Any],
+    texts: list[str],
+    repeats: int,
+) -> Result:
+    """An LSH library timed: ingest (returning the signatures), all pairs from them, one query; its
+    pairs and query results are unverified candidates."""
+    r = Result(name, n)
+    r.ingest_s, signatures = timed(ingest)
+    r.pairs_s, r.pairs_runs, found = median_of_runs(lambda: all_pairs(signatures), repeats)
+    r.pairs = len(found)
+    if texts:
+        r.query_ms = latencies_ms(query, texts)
+    r.note = "unverified LSH candidates (pairs and query)"
+    return r
+
+
 def bench_datasketch(
     docs: Docs, t: float, texts: list[str], repeats: int, storage: dict[str, Any] | None
 ) -> Result:
@@ -143,7 +164,7 @@ def bench_datasketch(
                 out.append(m)
         return out
 
-    def all_pairs() -> set[tuple[str, str]]:
+    def all_pairs(minhashes: list[Any]) -> set[tuple[str, str]]:
         found: set[tuple[str, str]] = set()
         for (doc_id, _), m in zip(docs, minhashes, strict=True):
             for other in lsh.query(m):
@@ -152,14 +173,10 @@ def bench_datasketch(
         return found
 
     where = "Redis" if storage else "memory"
-    r = Result(f"datasketch MinHashLSH {lsh.b}x{lsh.r}, {where}", len(docs))
-    r.ingest_s, minhashes = timed(ingest)
-    r.pairs_s, r.pairs_runs, found = median_of_runs(all_pairs, repeats)
-    r.pairs = len(found)
-    if texts:
-        r.query_ms = latencies_ms(lambda text: lsh.query(minhash(text)), texts)
-    r.note = "unverified LSH candidates (pairs and query)"
-    return r
+    name = f"datasketch MinHashLSH {lsh.b}x{lsh.r}, {where}"
+    return _candidates(
+        name, len(docs), ingest, all_pairs, lambda text: lsh.query(minhash(text)), texts, repeats
+    )
 
 
 # -- rensa --------------------------------------------------------------------------------------
@@ -183,21 +200,17 @@ def bench_rensa(docs: Docs, t: float, bands: int, texts: list[str], repeats: int
             out.append(m)
         return out
 
-    def all_pairs() -> set[tuple[int, int]]:
+    def all_pairs(minhashes: list[Any]) -> set[tuple[int, int]]:
         found: set[tuple[int, int]] = set()
         for i, others in enumerate(lsh.query_all(minhashes)):
             found.update((i, j) for j in others if j > i)
             found.update((j, i) for j in others if j < i)
         return found
 
-    r = Result(f"rensa RMinHashLSH {bands}x{NUM_PERM // bands}, memory", len(docs))
-    r.ingest_s, minhashes = timed(ingest)
-    r.pairs_s, r.pairs_runs, found = median_of_runs(all_pairs, repeats)
-    r.pairs = len(found)
-    if texts:
-        r.query_ms = latencies_ms(lambda text: lsh.query(minhash(text)), texts)
-    r.note = "unverified LSH candidates (pairs and query)"
-    return r
+    name = f"rensa RMinHashLSH {bands}x{NUM_PERM // bands}, memory"
+    return _candidates(
+        name, len(docs), ingest, all_pairs, lambda text: lsh.query(minhash(text)), texts, repeats
+    )
 
 
 # -- pg_trgm ------------------------------------------------------------------------------------

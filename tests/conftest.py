@@ -161,3 +161,18 @@ def cli(
     name = request.node.name
     unique = hashlib.blake2b(name.encode(), digest_size=4).hexdigest()
     return Run(database_url, schema, f"cli-{re.sub(r'[^A-Za-z0-9_.-]', '-', name)[:50]}-{unique}", capsys)
+
+
+def neardup_argv(database_url: str, schema: str, collection: str, *args: str) -> list[str]:
+    """The command line running ``neardup`` as its own process on one collection."""
+    where = ["--db", database_url, "--schema", schema, "--collection", collection]
+    return [sys.executable, "-m", "neardup", *where, *args]
+
+
+@pytest.fixture
+def fresh_schema(database_url: str) -> Iterator[str]:
+    """A schema name no one has created yet (tests let neardup create it), dropped afterwards."""
+    name = f"nd_fresh_{os.getpid()}"
+    yield name
+    with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')

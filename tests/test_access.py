@@ -71,15 +71,7 @@ def _reader_statements(schema: str, role: str) -> list[str]:
 
 
 @pytest.fixture
-def access_schema(database_url: str) -> Iterator[str]:
-    name = f"nd_access_{os.getpid()}"
-    yield name
-    with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-
-
-@pytest.fixture
-def reader(database_url: str, access_schema: str) -> Iterator[str]:
+def reader(database_url: str, fresh_schema: str) -> Iterator[str]:
     """A login role made with the README's reader statements; its URL. Dropped afterwards."""
     role = f"nd_reader_{os.getpid()}"
     with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
@@ -88,15 +80,15 @@ def reader(database_url: str, access_schema: str) -> Iterator[str]:
         ).fetchone()[0]:  # type: ignore[index]
             pytest.skip("the test database's user may not create roles")
         conn.execute(f'DROP ROLE IF EXISTS "{role}"')
-        Index.create(database_url, "news", schema=access_schema).close()  # the schema must exist
-        for statement in _reader_statements(access_schema, role):
+        Index.create(database_url, "news", schema=fresh_schema).close()  # the schema must exist
+        for statement in _reader_statements(fresh_schema, role):
             conn.execute(statement)
     yield (
         make_url(database_url).set(username=role, password="reader-pw").render_as_string(hide_password=False)
     )
     with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
         conn.execute(
-            f'ALTER DEFAULT PRIVILEGES IN SCHEMA "{access_schema}" REVOKE SELECT ON TABLES FROM "{role}"'
+            f'ALTER DEFAULT PRIVILEGES IN SCHEMA "{fresh_schema}" REVOKE SELECT ON TABLES FROM "{role}"'
         )
         conn.execute(f'DROP OWNED BY "{role}"')
         conn.execute(f'DROP ROLE "{role}"')
@@ -110,24 +102,24 @@ def _cli(capsys: pytest.CaptureFixture[str], url: str, schema: str, *args: str) 
 
 
 def test_the_read_only_role_reads_everything_and_writes_nothing(
-    database_url: str, access_schema: str, reader: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    database_url: str, fresh_schema: str, reader: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     docs = planted_corpus(n_sources=10, copies=2, seed=5)
     source = tmp_path / "docs.jsonl"
     source.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs), encoding="utf-8")
-    with Index.open(database_url, "news", schema=access_schema) as index:
+    with Index.open(database_url, "news", schema=fresh_schema) as index:
         index.add(docs)
     # A collection made after the grant: its new partitions are readable too.
-    with Index.create(database_url, "later", schema=access_schema) as index:
+    with Index.create(database_url, "later", schema=fresh_schema) as index:
         index.add(docs[:12])
-    before = {c: collection_state(database_url, access_schema, c) for c in ("news", "later")}
+    before = {c: collection_state(database_url, fresh_schema, c) for c in ("news", "later")}
 
     with psycopg.connect(psycopg_url(reader), autocommit=True) as conn:
         assert conn.execute("SELECT current_user").fetchone() == (make_url(reader).username,)
         for view in ("document_list", "pair_list", "cluster_list"):
             for collection in ("news", "later"):
                 got = conn.execute(
-                    f'SELECT count(*) FROM "{access_schema}".{view} WHERE collection = %s', [collection]
+                    f'SELECT count(*) FROM "{fresh_schema}".{view} WHERE collection = %s', [collection]
                 ).fetchone()
                 assert got is not None
                 assert got[0] > 0
@@ -143,12 +135,12 @@ def test_the_read_only_role_reads_everything_and_writes_nothing(
         ]
         for statement in writes:
             with pytest.raises(pg_errors.InsufficientPrivilege):
-                conn.execute(statement.format(s=f'"{access_schema}"'))
+                conn.execute(statement.format(s=f'"{fresh_schema}"'))
 
     for collection in ("news", "later"):
         for command in (["pairs"], ["clusters"], ["stats"], ["query", "--text", docs[0][1]]):
-            as_owner = _cli(capsys, database_url, access_schema, "--collection", collection, *command)
-            as_reader = _cli(capsys, reader, access_schema, "--collection", collection, *command)
+            as_owner = _cli(capsys, database_url, fresh_schema, "--collection", collection, *command)
+            as_reader = _cli(capsys, reader, fresh_schema, "--collection", collection, *command)
             assert as_reader[0] == 0, as_reader[2]
             if command[0] != "stats":  # stats names the connection's user in the database URL
                 assert as_reader[1] == as_owner[1]
@@ -159,11 +151,11 @@ def test_the_read_only_role_reads_everything_and_writes_nothing(
         ["db", "downgrade"],
     ]
     for args in refused:
-        status, _, err = _cli(capsys, reader, access_schema, *args)
+        status, _, err = _cli(capsys, reader, fresh_schema, *args)
         assert status == 1, args
         assert err.count("\n") == 1
         assert "permission denied" in err, err
-    assert {c: collection_state(database_url, access_schema, c) for c in ("news", "later")} == before
+    assert {c: collection_state(database_url, fresh_schema, c) for c in ("news", "later")} == before
 
 
 def test_hostile_ids_round_trip_as_bound_values(

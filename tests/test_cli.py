@@ -14,7 +14,7 @@ import pytest
 
 from neardup.cli import EVAL_COLUMNS, EXAMPLES, OUTPUT_FORMATS, build_parser, main
 from tests._corpus import brute_force_pairs, components, planted_corpus
-from tests.conftest import Run
+from tests.conftest import Run, neardup_argv
 
 
 def _jsonl(path: Path, docs: list[tuple[str, str]]) -> Path:
@@ -146,17 +146,7 @@ def test_errors_give_one_line_and_a_non_zero_status(cli: Run, tmp_path: Path) ->
 
 
 def test_subprocess_python_m_neardup(database_url: str, schema: str, tmp_path: Path) -> None:
-    base = [
-        sys.executable,
-        "-m",
-        "neardup",
-        "--db",
-        database_url,
-        "--schema",
-        schema,
-        "--collection",
-        "cli-sub",
-    ]
+    base = neardup_argv(database_url, schema, "cli-sub")
     assert subprocess.run([*base, "init", "--exist-ok"], capture_output=True, check=False).returncode == 0
     done = subprocess.run(
         [*base, "add", "-"],

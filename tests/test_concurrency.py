@@ -4,20 +4,16 @@ real PostgreSQL: nothing lost, nothing duplicated, and the same documents and pa
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from neardup.core.params import Params
 from tests._corpus import brute_force_pairs, planted_corpus
 from tests._state import collection_state
-from tests.conftest import psycopg_url
+from tests.conftest import neardup_argv, psycopg_url
 
 # 64 bands of 2 rows: at these similarities LSH misses no pair, so pairs are compared to brute force.
 GENEROUS = ("--bands", "64", "--rows", "2")
@@ -26,30 +22,6 @@ GENEROUS = ("--bands", "64", "--rows", "2")
 def _write(path: Path, docs: list[tuple[str, str]]) -> Path:
     path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs), encoding="utf-8")
     return path
-
-
-def _neardup(database_url: str, schema: str, collection: str, *args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "neardup",
-        "--db",
-        database_url,
-        "--schema",
-        schema,
-        "--collection",
-        collection,
-        *args,
-    ]
-
-
-@pytest.fixture
-def fresh_schema(database_url: str) -> Iterator[str]:
-    """A schema name that does not exist yet (the writers race to create it), dropped afterwards."""
-    name = f"nd_conc_{os.getpid()}"
-    yield name
-    with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 def test_writer_processes_at_once_end_with_the_state_of_one(
@@ -75,12 +47,14 @@ def test_writer_processes_at_once_end_with_the_state_of_one(
                     [
                         *map(
                             _quote,
-                            _neardup(database_url, fresh_schema, "shared", "init", "--exist-ok", *GENEROUS),
+                            neardup_argv(
+                                database_url, fresh_schema, "shared", "init", "--exist-ok", *GENEROUS
+                            ),
                         ),
                         "&&",
                         *map(
                             _quote,
-                            _neardup(
+                            neardup_argv(
                                 database_url, fresh_schema, "shared", "add", str(f), "--batch-size", "5"
                             ),
                         ),
@@ -100,7 +74,10 @@ def test_writer_processes_at_once_end_with_the_state_of_one(
     everything = _write(tmp_path / "all.jsonl", docs)
     for args in (("init", *GENEROUS), ("add", str(everything))):
         done = subprocess.run(
-            _neardup(database_url, fresh_schema, "alone", *args), capture_output=True, text=True, check=False
+            neardup_argv(database_url, fresh_schema, "alone", *args),
+            capture_output=True,
+            text=True,
+            check=False,
         )
         assert done.returncode == 0, done.stderr
 
@@ -136,14 +113,14 @@ def test_a_reader_during_ingest_sees_only_whole_committed_batches(
         for k in range(len(docs) // batch + 1)
     }
     init = subprocess.run(
-        _neardup(database_url, schema, "watched", "init", *GENEROUS),
+        neardup_argv(database_url, schema, "watched", "init", *GENEROUS),
         capture_output=True,
         text=True,
         check=False,
     )
     assert init.returncode == 0, init.stderr
     writer = subprocess.Popen(
-        _neardup(database_url, schema, "watched", "add", str(source), "--batch-size", str(batch)),
+        neardup_argv(database_url, schema, "watched", "add", str(source), "--batch-size", str(batch)),
         stderr=subprocess.PIPE,
         text=True,
     )

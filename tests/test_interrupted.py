@@ -7,7 +7,6 @@ import json
 import random
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,24 +17,9 @@ import pytest
 from neardup.storage.server import LocalServer
 from tests._corpus import planted_corpus
 from tests._state import State, collection_state
-from tests.conftest import psycopg_url
+from tests.conftest import neardup_argv, psycopg_url
 
 BATCH = 20
-
-
-def _neardup(url: str, schema: str, collection: str, *args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "neardup",
-        "--db",
-        url,
-        "--schema",
-        schema,
-        "--collection",
-        collection,
-        *args,
-    ]
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
@@ -72,9 +56,9 @@ def test_add_killed_at_random_points_then_rerun_ends_in_the_uninterrupted_state(
     source = _corpus(tmp_path, n_sources=150, seed=3)  # 600 documents, 30 batches
     total = len(source.read_text(encoding="utf-8").splitlines())
     for name in ("whole", "killed"):
-        assert _run(_neardup(database_url, schema, name, "init")).returncode == 0
+        assert _run(neardup_argv(database_url, schema, name, "init")).returncode == 0
     started = time.monotonic()
-    whole = _run(_neardup(database_url, schema, "whole", "add", str(source), "--batch-size", str(BATCH)))
+    whole = _run(neardup_argv(database_url, schema, "whole", "add", str(source), "--batch-size", str(BATCH)))
     assert whole.returncode == 0, whole.stderr
     duration = time.monotonic() - started
 
@@ -84,7 +68,7 @@ def test_add_killed_at_random_points_then_rerun_ends_in_the_uninterrupted_state(
         # Kill points spread over the whole run: during start-up, mid-batch, around commits.
         delay = rng.uniform(0.0, duration)
         proc = subprocess.Popen(
-            _neardup(database_url, schema, "killed", "add", str(source), "--batch-size", str(BATCH)),
+            neardup_argv(database_url, schema, "killed", "add", str(source), "--batch-size", str(BATCH)),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -96,7 +80,7 @@ def test_add_killed_at_random_points_then_rerun_ends_in_the_uninterrupted_state(
         _consistent(collection_state(database_url, schema, "killed"), total)
     assert kills >= 3  # most runs were really cut short
 
-    rerun = _run(_neardup(database_url, schema, "killed", "add", str(source), "--batch-size", str(BATCH)))
+    rerun = _run(neardup_argv(database_url, schema, "killed", "add", str(source), "--batch-size", str(BATCH)))
     assert rerun.returncode == 0, rerun.stderr
     expected = collection_state(database_url, schema, "whole")
     got = collection_state(database_url, schema, "killed")
@@ -123,13 +107,14 @@ def test_server_crash_mid_ingest_gives_a_clear_error_and_a_rerun_completes(
     source = _corpus(tmp_path, n_sources=500, seed=5)  # 2,000 documents, 100 batches
     url, schema = own_server.url, "neardup"
     for name in ("whole", "crashed"):
-        assert _run(_neardup(url, schema, name, "init")).returncode == 0
+        assert _run(neardup_argv(url, schema, name, "init")).returncode == 0
     assert (
-        _run(_neardup(url, schema, "whole", "add", str(source), "--batch-size", str(BATCH))).returncode == 0
+        _run(neardup_argv(url, schema, "whole", "add", str(source), "--batch-size", str(BATCH))).returncode
+        == 0
     )
 
     proc = subprocess.Popen(
-        _neardup(url, schema, "crashed", "add", str(source), "--batch-size", str(BATCH)),
+        neardup_argv(url, schema, "crashed", "add", str(source), "--batch-size", str(BATCH)),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -151,7 +136,7 @@ def test_server_crash_mid_ingest_gives_a_clear_error_and_a_rerun_completes(
     own_server.start()
     url = own_server.url
     _consistent(collection_state(url, schema, "crashed"), 2000)
-    rerun = _run(_neardup(url, schema, "crashed", "add", str(source), "--batch-size", str(BATCH)))
+    rerun = _run(neardup_argv(url, schema, "crashed", "add", str(source), "--batch-size", str(BATCH)))
     assert rerun.returncode == 0, rerun.stderr
     got, expected = collection_state(url, schema, "crashed"), collection_state(url, schema, "whole")
     assert len(got.documents) == 2000  # no document lost
