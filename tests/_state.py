@@ -20,7 +20,7 @@ class State:
     clusters: list[tuple[Any, ...]]
     contents: int
     bucket_rows: int
-    dangling: int  # contents without documents, buckets or signatures without contents
+    dangling: int  # contents without documents; documents, pairs, buckets, signatures without contents
 
     def comparable(self) -> tuple[Any, ...]:
         """Everything but internal ids, which depend on the order documents arrived in."""
@@ -59,7 +59,14 @@ def collection_state(database_url: str, schema: str, collection: str) -> State:
                              AND t.content_id = b.content_id))
                      + (SELECT count(*) FROM {s}.signatures g WHERE collection_id = %(c)s AND NOT EXISTS
                             (SELECT 1 FROM {s}.contents t WHERE t.collection_id = g.collection_id
-                             AND t.content_id = g.content_id))""",
+                             AND t.content_id = g.content_id))
+                     + (SELECT count(*) FROM {s}.documents d WHERE collection_id = %(c)s AND NOT EXISTS
+                            (SELECT 1 FROM {s}.contents t WHERE t.collection_id = d.collection_id
+                             AND t.content_id = d.content_id))
+                     + (SELECT count(*) FROM {s}.pairs p WHERE collection_id = %(c)s AND NOT EXISTS
+                            (SELECT 1 FROM {s}.contents t WHERE t.collection_id = p.collection_id
+                             AND t.content_id IN (p.content_a, p.content_b)
+                             HAVING count(*) = 2))""",
             {"c": cid},
         ).fetchone()
     assert counts is not None

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from neardup.cli import EVAL_COLUMNS, EXAMPLES, OUTPUT_FORMATS, build_parser, main
+from neardup.storage import migrate
 from tests._corpus import brute_force_pairs, components, planted_corpus
 from tests.conftest import Run, neardup_argv
 
@@ -123,7 +124,7 @@ def test_remove_stats_tune_and_db(cli: Run, tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert stats["database"].startswith("postgresql")
     _, out, _ = cli("db", "current")
-    assert out.strip() == "0001"
+    assert out.strip() == migrate.head_revision()
 
 
 def test_errors_give_one_line_and_a_non_zero_status(cli: Run, tmp_path: Path) -> None:
@@ -209,8 +210,17 @@ def test_db_upgrade_current_downgrade(database_url: str, capsys: pytest.CaptureF
         assert main([*base, "db", "current"]) == 0
         assert capsys.readouterr().out.strip() == "none"
         assert main([*base, "db", "upgrade"]) == 0
-        assert capsys.readouterr().out.strip() == "0001"
+        assert capsys.readouterr().out.strip() == migrate.head_revision()
         assert main([*base, "init"]) == 0
+        capsys.readouterr()
+        # One revision behind: every command that opens the collection refuses, saying what to run.
+        assert main([*base, "db", "downgrade", "--revision", "0001"]) == 0
+        assert capsys.readouterr().out.strip() == "0001"
+        assert main([*base, "pairs"]) == 1
+        assert "neardup db upgrade" in capsys.readouterr().err
+        assert main([*base, "db", "upgrade"]) == 0
+        assert main([*base, "stats", "--format", "json"]) == 0
+        capsys.readouterr()
         assert main([*base, "db", "downgrade"]) == 0
         assert capsys.readouterr().out.strip().endswith("none")
         assert main([*base, "pairs"]) == 1

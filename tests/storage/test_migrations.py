@@ -73,3 +73,31 @@ def test_two_schemas_are_independent(database_url: str, fresh_schema: str, schem
         one.add([("x", "only in the first schema")])
     with Index.create(database_url, "same-name", schema=schema) as two:
         assert two.stats().documents == 0
+
+
+def _foreign_keys(url: str, schema: str) -> set[str]:
+    with psycopg.connect(psycopg_url(url)) as conn:
+        rows = conn.execute(
+            "SELECT c.conname FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid "
+            "JOIN pg_namespace n ON n.oid = t.relnamespace "
+            "WHERE n.nspname = %s AND c.contype = 'f' AND NOT t.relispartition",
+            (schema,),
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+def test_0002_drops_the_row_foreign_keys_and_its_downgrade_restores_them_over_data(
+    database_url: str, fresh_schema: str
+) -> None:
+    keys = {"documents_content_fkey", "pairs_content_a_fkey", "pairs_content_b_fkey"}
+    with Index.create(database_url, "kept", schema=fresh_schema) as index:
+        index.add([("a", "the same long text about storms"), ("b", "the same long text about storms!")])
+        before = sorted(index.pairs())
+    assert before
+    assert not _foreign_keys(database_url, fresh_schema) & keys
+    migrate.downgrade(database_url, fresh_schema, "0001")  # checks every stored row against contents
+    assert _foreign_keys(database_url, fresh_schema) >= keys
+    migrate.upgrade(database_url, fresh_schema)
+    assert not _foreign_keys(database_url, fresh_schema) & keys
+    with Index.open(database_url, "kept", schema=fresh_schema) as index:
+        assert sorted(index.pairs()) == before

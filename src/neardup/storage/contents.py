@@ -101,13 +101,17 @@ def orphans(scope: Scope, content_ids: Sequence[int]) -> tuple[list[int], list[i
 
 
 def delete(scope: Scope, content_ids: Sequence[int]) -> None:
-    """Delete contents with their signatures; their pairs go with them (ON DELETE CASCADE)."""
+    """Delete contents with their signatures and pairs, in one statement (the caller deletes their
+    documents and buckets first)."""
     scope.conn.execute(
         scope.sql(
-            "WITH gone AS (DELETE FROM {signatures_p} WHERE collection_id = %(c)s "
-            "AND content_id IN (SELECT unnest(%(ids)s::int8[]))) "
+            "WITH ids AS (SELECT unnest(%(ids)s::int8[]) AS id), "
+            "sigs AS (DELETE FROM {signatures_p} WHERE collection_id = %(c)s "
+            "AND content_id IN (SELECT id FROM ids)), "
+            "edges AS (DELETE FROM {pairs_p} WHERE collection_id = %(c)s "
+            "AND (content_a IN (SELECT id FROM ids) OR content_b IN (SELECT id FROM ids))) "
             "DELETE FROM {contents_p} "
-            "WHERE collection_id = %(c)s AND content_id IN (SELECT unnest(%(ids)s::int8[]))"
+            "WHERE collection_id = %(c)s AND content_id IN (SELECT id FROM ids)"
         ),
         {"c": scope.collection_id, "ids": list(content_ids)},
     )
