@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -94,18 +95,16 @@ def _valid(record: Any) -> tuple[str, str, Any] | None:
     return doc_id, text, meta
 
 
-_URL: dict[str, str] = {}
-
-
 @pytest.fixture(scope="module")
 def fuzz_index(database_url: str, schema: str) -> Any:
-    _URL["url"] = database_url
     with Index.create(database_url, "fuzz", schema=schema, bands=64, rows=2) as index:
         yield index
 
 
-def _state(index: Index) -> State:
-    return collection_state(_URL["url"], index.schema, index.name)
+@pytest.fixture(scope="module")
+def state(database_url: str, fuzz_index: Index) -> Callable[[], State]:
+    """Reads what the fuzzed collection holds."""
+    return lambda: collection_state(database_url, fuzz_index.schema, fuzz_index.name)
 
 
 def _first_refused(records: list[Any], batch_size: int) -> tuple[int | None, dict[str, tuple[str, Any]]]:
@@ -126,9 +125,9 @@ def _first_refused(records: list[Any], batch_size: int) -> tuple[int | None, dic
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(records=wild_records, batch_size=st.integers(1, 5))
 def test_any_records_are_stored_in_whole_batches_or_refused_with_input_error(
-    fuzz_index: Index, records: list[Any], batch_size: int
+    fuzz_index: Index, state: Callable[[], State], records: list[Any], batch_size: int
 ) -> None:
-    fuzz_index.remove([d[0] for d in _state(fuzz_index).documents])
+    fuzz_index.remove([d[0] for d in state().documents])
     refused_at, expected = _first_refused(records, batch_size)
     refusal = None
     try:
@@ -140,23 +139,23 @@ def test_any_records_are_stored_in_whole_batches_or_refused_with_input_error(
     else:
         assert refusal is not None, "took an input the oracle calls invalid"
         assert refusal.startswith(f"record {refused_at}")
-    state = _state(fuzz_index)
-    assert {d[0] for d in state.documents} == set(expected)
-    for doc_id, _, meta in state.documents:
+    stored = state()
+    assert {d[0] for d in stored.documents} == set(expected)
+    for doc_id, _, meta in stored.documents:
         given_meta = expected[doc_id][1]
         assert meta == (None if given_meta is None else json.loads(json.dumps(given_meta)))
-    assert state.dangling == 0
+    assert stored.dangling == 0
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(docs=st.dictionaries(ids, texts, max_size=15), batch_size=st.integers(1, 6), probe=texts)
 def test_stored_texts_are_found_again_and_pairs_equal_brute_force(
-    fuzz_index: Index, docs: dict[str, str], batch_size: int, probe: str
+    fuzz_index: Index, state: Callable[[], State], docs: dict[str, str], batch_size: int, probe: str
 ) -> None:
-    fuzz_index.remove([d[0] for d in _state(fuzz_index).documents])
+    fuzz_index.remove([d[0] for d in state().documents])
     items = list(docs.items())
     fuzz_index.add(items, batch_size=batch_size)
-    assert {d[0] for d in _state(fuzz_index).documents} == set(docs)
+    assert {d[0] for d in state().documents} == set(docs)
     params = Params(bands=64, rows=2)
     truth = brute_force_pairs(items, params, fuzz_index.threshold)
     got = {(a, b): j for a, b, j in fuzz_index.pairs()}

@@ -41,3 +41,11 @@ def test_a_repeat_far_apart_is_named_with_its_first_place(monkeypatch: pytest.Mo
     bad: list[records.BadRecord] = []
     assert len(list(checked_records(source, bad.append))) == 100
     assert [b.where for b in bad] == ["other.jsonl:3"]
+
+
+def test_a_checked_record_is_not_checked_again() -> None:
+    checked = records.check_record(("a", "text", {"n": (1, 2), "k": 1.5}), "here")
+    assert checked == ("a", "text", {"n": [1, 2], "k": 1.5})  # meta as jsonb will store it
+    assert records.check_record(checked, "there") is checked
+    with pytest.raises(InputError, match=r"^there: field 'id' must be a non-empty string"):
+        records.check_record(("", "text", None), "there")  # a plain tuple is checked

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, cast
+from typing import Any, BinaryIO, Literal, NamedTuple, cast
 
 import numpy as np
 
@@ -33,8 +33,20 @@ Record = tuple[str, str] | tuple[str, str, Mapping[str, Any] | None] | Mapping[s
 ID_MAX_BYTES = 2000
 
 
-def check_record(record: Record, where: str) -> tuple[str, str, dict[str, Any] | None]:
-    """(id, text, meta) of one record, or InputError naming ``where`` and the field that is wrong."""
+class CheckedRecord(NamedTuple):
+    """A record ``check_record`` accepted (meta as jsonb will store it); not checked again."""
+
+    id: str
+    text: str
+    meta: dict[str, Any] | None
+
+
+def check_record(record: Record, where: str) -> CheckedRecord:
+    """(id, text, meta) of one record, or InputError naming ``where`` and the field that is wrong.
+    A CheckedRecord is returned as it is: the command line checks where it reads (file:line), and
+    ``Index.add`` does not repeat the work."""
+    if type(record) is CheckedRecord:
+        return record
     if isinstance(record, Mapping):
         if "id" not in record or "text" not in record:
             missing = "id" if "id" not in record else "text"
@@ -63,12 +75,12 @@ def check_record(record: Record, where: str) -> tuple[str, str, dict[str, Any] |
                 f"{where} (id {doc_id!r:.80}): field {field_name!r} is not valid Unicode (a lone surrogate)"
             )
     if meta is None:
-        return doc_id, text, None
+        return CheckedRecord(doc_id, text, None)
     if not isinstance(meta, Mapping):
         raise InputError(
             f"{where} (id {doc_id!r:.80}): field 'meta' must be a mapping, got {type(meta).__name__}"
         )
-    return doc_id, text, _json_object(meta, f"{where} (id {doc_id!r:.80}): field 'meta'")
+    return CheckedRecord(doc_id, text, _json_object(meta, f"{where} (id {doc_id!r:.80}): field 'meta'"))
 
 
 def _encodable(value: str) -> bool:
@@ -322,14 +334,15 @@ def _read_directory(root: Path) -> Iterator[SourceRecord]:
 
 def checked_records(
     records: Iterable[SourceRecord], on_bad: OnBad | None = None, max_text_length: int | None = None
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[CheckedRecord]:
     """Records as the index takes them, each checked where it was read (file:line): a bad record, an
     empty or whitespace-only text, a text over ``max_text_length`` characters or an id repeated in
     the input raises InputError, or with ``on_bad`` is reported there and left out."""
     seen = _SeenIds()
     for r in records:
         try:
-            doc_id, text, meta = check_record({"id": r.id, "text": r.text, "meta": r.meta}, r.where)
+            checked = check_record({"id": r.id, "text": r.text, "meta": r.meta}, r.where)
+            doc_id, text = checked.id, checked.text
             if not text.strip():
                 raise InputError(f"{r.where} (id {doc_id!r:.80}): field 'text' is empty or only whitespace")
             if max_text_length is not None and len(text) > max_text_length:
@@ -345,7 +358,7 @@ def checked_records(
             on_bad(BadRecord(r.where, str(exc), r.raw))
             continue
         seen.add(doc_id, r.where)
-        yield {"id": doc_id, "text": text, "meta": meta}
+        yield checked
 
 
 # Ids seen are moved from a dict into sorted numpy arrays this often: a dict entry costs ~170 bytes
