@@ -306,3 +306,18 @@ def test_eval_refuses_a_collection_without_text(cli: Run, tmp_path: Path) -> Non
     assert err.count("\n") == 1
     assert err.startswith("neardup: error: ")
     assert "stores no text" in err
+
+
+def test_driver_warnings_do_not_add_lines_to_an_error() -> None:
+    # After a lost connection psycopg warns that the rollback failed too; the CLI reports the
+    # error once, so that warning must not reach stderr through logging's last-resort handler
+    # (a subprocess: under pytest, its own log capture would hide the difference).
+    script = (
+        "import logging, sys\n"
+        "from neardup.cli import main\n"
+        "main(['tune', '--threshold', '0.8'])\n"
+        "logging.getLogger('psycopg').warning('error ignored in rollback of <psycopg.Transaction>')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0
+    assert "rollback" not in done.stderr

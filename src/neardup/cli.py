@@ -524,6 +524,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler.setFormatter(logging.Formatter("neardup: %(message)s"))
         server_log.addHandler(handler)
         server_log.setLevel(logging.INFO)
+    # psycopg warns when the rollback after a lost connection fails too; the error itself is
+    # reported once, below, so its warnings must not reach stderr through logging's last resort.
+    driver_log = logging.getLogger("psycopg")
+    if not driver_log.handlers:
+        driver_log.addHandler(logging.NullHandler())
     try:
         return int(args.func(args))
     except NeardupError as exc:
