@@ -41,7 +41,7 @@ def test_small_collection_pairs_clusters_and_query(make_index: MakeIndex) -> Non
         ("f", ""),
     ]
     result = index.add(docs)
-    assert result == AddResult(added=6, replaced=0, unchanged=0, new_pairs=1)
+    assert result == AddResult(added=6, replaced=0, unchanged=0, new_pairs=1, empty=2)
     truth = brute_force_pairs(docs, index.params, 0.5)
     assert _pairs(index) == pytest.approx(truth)
     assert set(truth) == {("a", "b"), ("a", "c"), ("b", "c")}

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from neardup.config import IndexConfig
 from neardup.core.candidates import candidate_pairs
 from neardup.core.components import component_labels
 from neardup.core.exact_join import SetJoin
@@ -50,10 +51,6 @@ DEFAULT_BATCH_SIZE = 50_000
 # Stored contents read and shingled per step of evaluate()'s scan: few round trips, and a step's
 # texts and shingle arrays stay in tens of MB for 1.5 KB texts (the join bounds its own product).
 EVALUATION_CHUNK = 2_000
-# The tuner weighs a missed pair 4x a false candidate: candidates are verified exactly, so a
-# false positive costs a set merge while a false negative is a duplicate nobody ever sees.
-# At t = 0.8, n = 128 this picks 16 x 8 (recall 0.996 on the Debian corpus, bench_core.py).
-FP_WEIGHT, FN_WEIGHT = 0.2, 0.8
 # Similarity methods stored with each pair.
 EXACT, ESTIMATE = "exact", "estimate"
 
@@ -70,6 +67,9 @@ class AddResult:
     replaced: int = 0
     unchanged: int = 0
     new_pairs: int = 0
+    empty: int = 0
+    """Of the documents added or replaced, those whose text has no shingle (empty or only
+    whitespace after normalisation): stored, and never anyone's duplicate."""
 
     def __add__(self, other: AddResult) -> AddResult:
         return AddResult(
@@ -77,6 +77,7 @@ class AddResult:
             self.replaced + other.replaced,
             self.unchanged + other.unchanged,
             self.new_pairs + other.new_pairs,
+            self.empty + other.empty,
         )
 
 
@@ -209,23 +210,21 @@ class Index:
         existing collection with the same parameters is opened; different ones are refused.
         """
         check_collection_name(name)
-        if not isinstance(threshold, float | int) or not 0.0 < threshold <= 1.0:
-            raise ParamsError(f"threshold must be in (0, 1], got {threshold!r}")
-        fields: dict[str, Any] = {
-            "scheme": scheme,
-            "seed": seed,
-            "shingle": shingle,
-            "k": k,
-            "unicode_form": unicode_form,
-            "case": case,
-            "collapse_whitespace": collapse_whitespace,
-        }
-        if (bands is None) != (rows is None):
-            raise ParamsError("give both bands and rows, or neither (to have them tuned for the threshold)")
-        if bands is None or rows is None:
-            params = Params.for_threshold(threshold, num_perm, FP_WEIGHT, FN_WEIGHT, **fields)
-        else:
-            params = Params(bands=bands, rows=rows, num_perm=num_perm, **fields)
+        config = IndexConfig.new(
+            threshold,
+            bands=bands,
+            rows=rows,
+            store_text=store_text,
+            num_perm=num_perm,
+            scheme=scheme,
+            seed=seed,
+            shingle=shingle,
+            k=k,
+            unicode_form=unicode_form,
+            case=case,
+            collapse_whitespace=collapse_whitespace,
+        )
+        params, threshold = config.params, config.threshold
         if migrate.current_revision(url, schema) != migrate.head_revision():
             migrate.upgrade(url, schema)
         conn = connect(url)
@@ -417,7 +416,8 @@ class Index:
                 lo, new_ids, new_positions, sketch, keys, bulk, probe, dropped
             )
             collections.advance(scope, lo + new_ids.size, row.next_doc_id + keep.size)
-        return AddResult(keep.size - len(replaced_docs), len(replaced_docs), unchanged, new_pairs)
+        empty = int(np.count_nonzero(sketch.shingle_counts[keep] == 0))
+        return AddResult(keep.size - len(replaced_docs), len(replaced_docs), unchanged, new_pairs, empty)
 
     def _probe(self, keys: npt.NDArray[np.int64]) -> tuple[np.ndarray, ...]:
         """Stored (band, bucket, content) rows sharing a bucket with ``keys``, read by the reader."""
@@ -585,19 +585,10 @@ class Index:
         re-sketches every stored text, so it needs a collection that stores text. Bands and rows
         are re-tuned for the threshold unless both are given.
         """
-        new_threshold = self.threshold if threshold is None else float(threshold)
-        if not 0.0 < new_threshold <= 1.0:
-            raise ParamsError(f"threshold must be in (0, 1], got {threshold!r}")
-        if (bands is None) != (rows is None):
-            raise ParamsError("give both bands and rows, or neither (to have them tuned for the threshold)")
-        base = {**self.params.to_dict(), **fields}
-        base.pop("bands"), base.pop("rows")
-        if bands is None or rows is None:
-            num_perm = base.pop("num_perm")
-            params = Params.for_threshold(new_threshold, num_perm, FP_WEIGHT, FN_WEIGHT, **base)
-        else:
-            params = Params(bands=bands, rows=rows, **base)
-        banding_only = {d.split(":")[0] for d in self.params.differences(params)} <= {"bands", "rows"}
+        current = IndexConfig(self.threshold, self.params, self.store_text)
+        config = current.changed(threshold, bands=bands, rows=rows, **fields)
+        params, new_threshold = config.params, config.threshold
+        banding_only = current.rebands_only(config)
         if not banding_only and not self.store_text:
             raise ParamsError(
                 f"collection {self.name!r} stores no text, so only threshold, bands and rows can change "

@@ -67,9 +67,17 @@ def _rates(
     return weights @ p_below / 2.0, weights @ (1.0 - p_above) / 2.0
 
 
-def _check_threshold(threshold: float) -> None:
-    if not isinstance(threshold, float | int) or not 0.0 < threshold < 1.0:
-        raise ParamsError(f"threshold must be in (0, 1), got {threshold!r}")
+def check_threshold(threshold: object) -> float:
+    """``threshold`` as a float if it lies in (0, 1], else ParamsError: the one rule for every
+    threshold an index is created, rebuilt, tuned or evaluated with (1 keeps only pairs whose
+    shingle sets are equal)."""
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, float | int | np.floating | np.integer)
+        or not 0.0 < float(threshold) <= 1.0
+    ):
+        raise ParamsError(f"threshold must be in (0, 1], got {threshold!r}")
+    return float(threshold)
 
 
 def false_positive_rate(threshold: float, bands: int, rows: int) -> float:
@@ -84,7 +92,7 @@ def false_negative_rate(threshold: float, bands: int, rows: int) -> float:
 
 def evaluate_banding(threshold: float, bands: int, rows: int, num_perm: int | None = None) -> Banding:
     """b bands x r rows with both expected error rates at ``threshold``, computed in one pass."""
-    _check_threshold(threshold)
+    check_threshold(threshold)
     num_perm = bands * rows if num_perm is None else num_perm
     check_banding(bands, rows, num_perm)
     fps, fns = _rates(threshold, bands, np.array([rows]), bands * rows)
@@ -139,7 +147,7 @@ def optimal_params(
     ``use_all_permutations`` only b*r == num_perm is considered; otherwise an unused remainder is
     reported in ``Banding.unused_permutations`` and in its text.
     """
-    _check_threshold(threshold)
+    check_threshold(threshold)
     if (
         isinstance(num_perm, bool)
         or not isinstance(num_perm, int | np.integer)

@@ -1,0 +1,124 @@
+"""What an index is configured with, and the one rule for choosing or checking it.
+
+A collection stores its threshold, whether it keeps the texts, and its ``Params`` (every choice
+that changes signatures or bucket keys). ``IndexConfig`` holds the three together: ``create``,
+``rebuild`` and the command line build one here and nowhere else, so a threshold or banding is
+checked by one rule everywhere, and the command line's defaults are these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from neardup.core.minhash import DEFAULT_NUM_PERM
+from neardup.core.params import Params
+from neardup.core.tuning import Banding, check_threshold
+from neardup.errors import ParamsError, ParamsMismatchError
+
+# A pair sharing 80% of its shingles is a near-copy in the sense of Broder's web study and of
+# most dedup pipelines (MMDS ch. 3 uses 0.8 as its running example).
+DEFAULT_THRESHOLD = 0.8
+# The tuner weighs a missed pair 4x a false candidate: candidates are verified exactly, so a
+# false positive costs a set merge while a false negative is a duplicate nobody ever sees.
+# At t = 0.8, n = 128 this picks 16 x 8 (recall 0.996 on the Debian corpus, bench_core.py).
+FP_WEIGHT, FN_WEIGHT = 0.2, 0.8
+# Params fields a caller may set; bands and rows are chosen here, hash_version by the code.
+PARAM_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(Params) if f.name not in ("bands", "rows", "hash_version")
+)
+# Their defaults (those of Params), for the command line's options.
+PARAM_DEFAULTS: dict[str, Any] = {
+    f.name: f.default for f in dataclasses.fields(Params) if f.name in PARAM_FIELDS
+}
+# Changing only these re-bands stored signatures; anything else re-sketches every stored text.
+_BANDING_FIELDS = frozenset({"bands", "rows"})
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """A collection's threshold, text storage and signature parameters, checked together."""
+
+    threshold: float
+    params: Params
+    store_text: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "threshold", check_threshold(self.threshold))
+        if not isinstance(self.store_text, bool):
+            raise ParamsError(f"store_text must be true or false, got {self.store_text!r}")
+
+    @classmethod
+    def new(
+        cls,
+        threshold: float = DEFAULT_THRESHOLD,
+        *,
+        bands: int | None = None,
+        rows: int | None = None,
+        store_text: bool = True,
+        **fields: Any,
+    ) -> IndexConfig:
+        """A configuration for a new collection: bands and rows tuned for ``threshold`` (weighing
+        a miss 4x a false candidate) unless both are given; ``fields`` are other ``Params`` fields."""
+        threshold = check_threshold(threshold)
+        _refuse_unknown(fields)
+        return cls(threshold, _params(threshold, bands, rows, fields), store_text)
+
+    def changed(
+        self,
+        threshold: float | None = None,
+        *,
+        bands: int | None = None,
+        rows: int | None = None,
+        **fields: Any,
+    ) -> IndexConfig:
+        """This configuration with some fields changed, as ``rebuild`` applies it: bands and rows
+        are re-tuned for the (new) threshold unless both are given."""
+        new_threshold = self.threshold if threshold is None else check_threshold(threshold)
+        _refuse_unknown(fields)
+        base = {name: getattr(self.params, name) for name in PARAM_FIELDS}
+        base.update(fields)
+        if bands is None and rows is None and threshold is None and not fields:
+            bands, rows = self.params.bands, self.params.rows  # nothing asked: nothing changes
+        return IndexConfig(new_threshold, _params(new_threshold, bands, rows, base), self.store_text)
+
+    def banding(self) -> Banding:
+        """The bands and rows with their expected error rates at the threshold (approximate)."""
+        return self.params.banding(self.threshold)
+
+    def differences(self, other: IndexConfig) -> list[str]:
+        """One line per differing field: ``name: <self> != <other>``."""
+        diffs = self.params.differences(other.params)
+        for name in ("threshold", "store_text"):
+            if getattr(self, name) != getattr(other, name):
+                diffs.append(f"{name}: {getattr(self, name)!r} != {getattr(other, name)!r}")
+        return diffs
+
+    def require_same(self, other: IndexConfig, mine: str = "stored", theirs: str = "requested") -> None:
+        """Raise ParamsMismatchError naming every field where ``other`` differs from this one."""
+        if diffs := self.differences(other):
+            raise ParamsMismatchError(f"parameters differ ({mine} != {theirs}): " + "; ".join(diffs))
+
+    def rebands_only(self, other: IndexConfig) -> bool:
+        """Whether going from this configuration to ``other`` keeps every signature (only the
+        threshold, bands or rows change), so buckets can be recomputed without reading text."""
+        return {d.split(":")[0] for d in self.params.differences(other.params)} <= _BANDING_FIELDS
+
+
+def _refuse_unknown(fields: dict[str, Any]) -> None:
+    if unknown := sorted(set(fields) - set(PARAM_FIELDS)):
+        raise ParamsError(f"unknown parameter(s): {', '.join(unknown)} (known: {', '.join(PARAM_FIELDS)})")
+
+
+def _params(threshold: float, bands: int | None, rows: int | None, fields: dict[str, Any]) -> Params:
+    if (bands is None) != (rows is None):
+        raise ParamsError("give both bands and rows, or neither (to have them tuned for the threshold)")
+    fields = dict(fields)
+    if bands is None or rows is None:
+        num_perm = fields.pop("num_perm", DEFAULT_NUM_PERM)
+        return Params.for_threshold(threshold, num_perm, FP_WEIGHT, FN_WEIGHT, **fields)
+    return Params(bands=bands, rows=rows, **fields)
+
+
+__all__ = ["DEFAULT_THRESHOLD", "FN_WEIGHT", "FP_WEIGHT", "PARAM_DEFAULTS", "PARAM_FIELDS", "IndexConfig"]
