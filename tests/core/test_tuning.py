@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from neardup.core import (
     candidate_probability,
+    evaluate_banding,
     false_negative_rate,
     false_positive_rate,
     optimal_params,
@@ -108,11 +109,20 @@ def test_unused_permutations_are_reported_never_silent() -> None:
     assert "permutations" not in str(exact)
 
 
+def test_threshold_one_is_tuned_and_evaluated() -> None:
+    """Defect: (0, 1] is the rule everywhere, so a collection at 1 has expected rates too."""
+    b = optimal_params(1.0, 128)
+    assert b.false_negative_rate == pytest.approx(0.0, abs=1e-12)
+    again = evaluate_banding(1.0, b.bands, b.rows, 128)
+    assert again.false_positive_rate == pytest.approx(b.false_positive_rate)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         ((0.0, 128), "threshold"),
-        ((1.0, 128), "threshold"),
+        ((1.5, 128), "threshold"),
+        ((True, 128), "threshold"),
         ((float("nan"), 128), "threshold"),
         ((0.5, 0), "num_perm"),
         ((0.5, 128, -1.0, 1.0), "fp_weight"),
