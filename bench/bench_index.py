@@ -46,7 +46,8 @@ from _common import (
 )
 from _common import read_jsonl as records
 from neardup.core import Params, shingle_batch
-from neardup.index import DEFAULT_BATCH_SIZE, Index
+from neardup.index import Index
+from neardup.ingest import DEFAULT_BATCH_SIZE
 
 THRESHOLD = 0.8
 

@@ -59,7 +59,8 @@ from _common import (
     read_jsonl,
     warm_up,
 )
-from neardup.index import DEFAULT_BATCH_SIZE, Index
+from neardup.index import Index
+from neardup.ingest import DEFAULT_BATCH_SIZE
 from neardup.storage import migrate
 
 CHECKPOINTS = (10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000)

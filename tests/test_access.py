@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 from neardup.cli import main
 from neardup.errors import ParamsError
 from neardup.index import Index
-from neardup.storage import collections
+from neardup.storage import catalog
 from neardup.storage.connect import connect
 from neardup.storage.scope import Scope
 from tests._corpus import planted_corpus
@@ -217,7 +217,7 @@ def test_hostile_collection_names_are_refused_and_would_be_bound_anyway(
     # nothing, and the schema keeps every table.
     conn = connect(database_url)
     try:
-        assert collections.get(Scope(conn, schema), name) is None
+        assert catalog.get(Scope(conn, schema), name) is None
         tables = conn.execute(
             "SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename = ANY(%s)",
             [schema, ["collections", "documents", "contents", "buckets", "pairs", "signatures"]],

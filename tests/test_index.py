@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from neardup.core import Params, Sketcher, agreement
 from neardup.errors import CollectionExistsError, CollectionNotFoundError, InputError, ParamsMismatchError
 from neardup.index import AddResult, Index
-from neardup.storage import pairs as pairs_storage
+from neardup.storage import verified_pairs as pairs_storage
 from tests._corpus import brute_force_pairs, components, planted_corpus
 from tests.conftest import psycopg_url
 

@@ -14,24 +14,31 @@ from neardup.errors import (
     DatabaseConnectionError,
     DatabaseError,
     InputError,
+    InternalError,
     NeardupError,
     ParamsError,
     ParamsMismatchError,
     SchemaError,
     ServerError,
     TextNotStoredError,
+    UnicodeVersionWarning,
 )
 
 if TYPE_CHECKING:
+    from neardup.config import IndexConfig
     from neardup.evaluation import Evaluation
     from neardup.index import AddResult, Index, Stats
 
 __version__ = "0.1.0"
 
-_LAZY = {"Index", "AddResult", "Evaluation", "Stats"}
+_LAZY = {"Index", "AddResult", "Evaluation", "Stats", "IndexConfig"}
 
 
 def __getattr__(name: str) -> Any:
+    if name == "IndexConfig":
+        from neardup import config
+
+        return config.IndexConfig
     if name in _LAZY:
         from neardup import index
 
@@ -47,7 +54,9 @@ __all__ = [
     "DatabaseError",
     "Evaluation",
     "Index",
+    "IndexConfig",
     "InputError",
+    "InternalError",
     "NeardupError",
     "ParamsError",
     "ParamsMismatchError",
@@ -55,5 +64,6 @@ __all__ = [
     "ServerError",
     "Stats",
     "TextNotStoredError",
+    "UnicodeVersionWarning",
     "__version__",
 ]

@@ -45,3 +45,11 @@ class CollectionNotFoundError(NeardupError, LookupError):
 
 class CollectionExistsError(NeardupError, ValueError):
     """A collection of that name exists already."""
+
+
+class InternalError(NeardupError, RuntimeError):
+    """An invariant of neardup's own code does not hold: a bug, to be reported with the message."""
+
+
+class UnicodeVersionWarning(UserWarning):
+    """The collection was built under another Unicode database; normalisation may differ slightly."""

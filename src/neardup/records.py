@@ -406,3 +406,21 @@ class _SeenIds:
             places = np.concatenate([self._places, np.fromiter(self._recent.values(), np.int64)])
             order = np.argsort(hashes, kind="stable")
             self._hashes, self._places, self._recent = hashes[order], places[order], {}
+
+
+# The names the rest of the package uses (records.py is being split from its readers).
+Document = CheckedRecord
+to_document = check_record
+
+
+def documents(records: Iterable[Record], start: int = 0) -> Iterator[Document]:
+    """Each record checked (``record N`` naming its place), refusing an id repeated anywhere in
+    ``records`` with InputError naming both places."""
+    seen = _SeenIds()
+    for n, record in enumerate(records, start):
+        where = f"record {n}"
+        document = to_document(record, where)
+        if (earlier := seen.place_of(document.id)) is not None:
+            raise InputError(f"{where}: id {document.id!r:.80} repeats {earlier}")
+        seen.add(document.id, where)
+        yield document

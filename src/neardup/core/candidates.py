@@ -8,6 +8,28 @@ import numpy.typing as npt
 from neardup.core import _kernels
 from neardup.core.ragged import Ragged
 
+# Mixes the band into the bucket key so one sort groups every band at once (odd: a bijection per band).
+_BAND_MIX = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as a signed 64-bit integer
+
+
+def bucket_groups(band: npt.ArrayLike, bucket: npt.ArrayLike, content: npt.ArrayLike) -> Ragged:
+    """The members of each shared (band, bucket) as a ragged batch, each group sorted ascending.
+
+    Buckets with a single member are dropped first. Two buckets of different bands could share a
+    mixed key with probability ~2**-64 per pair of rows; that would only add candidates, which
+    verification then rejects.
+    """
+    with np.errstate(over="ignore"):
+        key = np.asarray(bucket, np.int64) ^ (np.asarray(band, np.int64) * _BAND_MIX)
+    _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    shared = counts[inverse] > 1
+    key, members = key[shared], np.asarray(content, np.int64)[shared]
+    order = np.lexsort((members, key))
+    key, members = key[order], members[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    offsets = np.r_[starts, members.size].astype(np.int64)
+    return Ragged(members, offsets)
+
 
 def candidate_pairs(groups: Ragged, first_new: int = 0) -> npt.NDArray[np.int64]:
     """Distinct pairs (a, b), a < b, sharing a group, with b >= ``first_new``; sorted, shape n x 2.

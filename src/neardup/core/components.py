@@ -7,6 +7,8 @@ import numpy.typing as npt
 from scipy.sparse import coo_array
 from scipy.sparse.csgraph import connected_components
 
+from neardup.errors import ParamsError
+
 
 def component_labels(
     nodes: npt.ArrayLike, left: npt.ArrayLike, right: npt.ArrayLike
@@ -26,7 +28,7 @@ def component_labels(
         or (ids[ia] != a).any()
         or (ids[ib] != b).any()
     ):
-        raise ValueError("every edge end must be one of the nodes")
+        raise ParamsError("every edge end must be one of the nodes")
     graph = coo_array((np.ones(a.size, dtype=np.int8), (ia, ib)), shape=(ids.size, ids.size))
     _, component = connected_components(graph, directed=False)
     # Smallest id per component: ids are sorted, so the first occurrence of each component wins.

@@ -9,7 +9,7 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-from neardup.core.minhash import EMPTY
+from neardup.core.verify import signature_agreement
 from neardup.errors import ParamsError
 
 
@@ -42,8 +42,12 @@ def _check_pair(sig_a: npt.ArrayLike, sig_b: npt.ArrayLike) -> tuple[np.ndarray,
 def agreement(sigs_a: npt.ArrayLike, sigs_b: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """Row-wise Jaccard estimates of paired signatures (shape docs x num_perm); empty ones give 0."""
     a, b = _check_pair(sigs_a, sigs_b)
-    equal = (a == b) & (a != EMPTY)
-    return np.asarray(equal.mean(axis=-1), dtype=np.float64)
+    flat_a = a.reshape(-1, a.shape[-1])
+    n = flat_a.shape[0]
+    stacked = np.concatenate([flat_a, b.reshape(-1, b.shape[-1])]).astype(np.uint32, copy=False)
+    rows = np.arange(n, dtype=np.int64)
+    # One implementation of agreement for the whole package: the kernel verification uses.
+    return signature_agreement(stacked, rows, rows + n).reshape(a.shape[:-1])
 
 
 def estimate_jaccard(sig_a: npt.ArrayLike, sig_b: npt.ArrayLike, confidence: float = 0.95) -> JaccardEstimate:
@@ -56,7 +60,7 @@ def estimate_jaccard(sig_a: npt.ArrayLike, sig_b: npt.ArrayLike, confidence: flo
     if a.ndim != 1:
         raise ParamsError(f"estimate_jaccard takes two 1-D signatures; use agreement() for {a.shape}")
     n = a.shape[0]
-    matches = int(np.count_nonzero((a == b) & (a != EMPTY)))
+    matches = round(float(agreement(a, b)) * n)
     value = matches / n
     low, high = wilson_interval(matches, n, confidence)
     return JaccardEstimate(

@@ -106,3 +106,18 @@ class SetJoin:
 def similar_pairs(left: Ragged, right: Ragged, floor: float) -> JoinPairs:
     """(i, j, J) for every left set i and right set j with exact Jaccard J >= ``floor`` (see SetJoin)."""
     return SetJoin(right, floor).pairs(left)
+
+
+def distinct_pairs(
+    parts: list[JoinPairs],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Join results (left id, right id, J) as distinct pairs a < b sorted, without an id paired
+    with itself; a pair met twice (both ends on both sides of the join) has the same J each time."""
+    left = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.int64)
+    right = np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.int64)
+    jaccard = np.concatenate([p[2] for p in parts]) if parts else np.empty(0, np.float64)
+    other = left != right
+    left, right, jaccard = left[other], right[other], jaccard[other]
+    ends = np.stack([np.minimum(left, right), np.maximum(left, right)], axis=1)
+    ends, first = np.unique(ends.reshape(-1, 2), axis=0, return_index=True)
+    return ends[:, 0].astype(np.int64), ends[:, 1].astype(np.int64), jaccard[first]

@@ -36,3 +36,23 @@ def band_keys(signatures: npt.ArrayLike, bands: int, rows: int) -> npt.NDArray[n
         raise ParamsError(f"signatures must be a 2-D uint32 array, got {sigs.ndim}-D {sigs.dtype}")
     check_banding(bands, rows, sigs.shape[1])
     return _kernels.band_keys(np.ascontiguousarray(sigs), int(bands), int(rows))
+
+
+def bucket_rows(
+    content_ids: npt.NDArray[np.int64], keys: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(band, bucket, content) rows of a contents x bands key matrix, in index order by band and bucket."""
+    n, bands = keys.shape
+    # Rows in index order touch each btree leaf once, in sequence, instead of at random.
+    order = np.argsort(keys, axis=0, kind="stable")  # per band: a sort of n keys, not of n*bands rows
+    bucket = np.take_along_axis(keys, order, axis=0).T.reshape(-1)
+    content = content_ids[order].T.reshape(-1)
+    band = np.repeat(np.arange(bands, dtype=np.int16), n)
+    return band, bucket, content
+
+
+def distinct_keys(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int64]]:
+    """Distinct (band, bucket) pairs of a contents x bands key matrix."""
+    per_band = [np.unique(keys[:, b]) for b in range(keys.shape[1])]
+    band = np.repeat(np.arange(len(per_band), dtype=np.int16), [u.size for u in per_band])
+    return band, np.concatenate(per_band) if per_band else np.empty(0, np.int64)

@@ -41,3 +41,10 @@ class Ragged:
     def lengths(self) -> npt.NDArray[np.int64]:
         """Number of values of each document."""
         return np.diff(self.offsets)
+
+
+def concat(first: Ragged, second: Ragged) -> Ragged:
+    """The documents of ``first`` followed by those of ``second``, as uint32 values (shingle sets)."""
+    values = np.concatenate([np.asarray(first.values, np.uint32), np.asarray(second.values, np.uint32)])
+    offsets = np.concatenate([first.offsets, second.offsets[1:] + first.offsets[-1]])
+    return Ragged(values, offsets)

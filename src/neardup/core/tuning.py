@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from neardup.core.lsh import check_banding
 from neardup.core.minhash import MAX_NUM_PERM
-from neardup.errors import ParamsError
+from neardup.errors import InternalError, ParamsError
 
 
 def candidate_probability(s: npt.ArrayLike, bands: int, rows: int) -> npt.NDArray[np.float64]:
@@ -174,7 +174,8 @@ def optimal_params(
             key = (round(wp * fp + wn * fn, 12), -(b * r), b, r, fp, fn)
             if best is None or key[:3] < best[:3]:
                 best = key
-    assert best is not None  # b = num_perm, r = 1 is always a candidate
+    if best is None:  # b = num_perm, r = 1 is always a candidate
+        raise InternalError(f"no banding considered for num_perm = {num_perm}")
     _, _, b, r, fp, fn = best
     check_banding(b, r, num_perm)
     return Banding(b, r, int(num_perm), float(threshold), fp, fn)

@@ -1,4 +1,7 @@
-"""PostgreSQL binary COPY streams built by numpy, for fixed-width rows (buckets, signatures, ...).
+"""PostgreSQL's binary wire format for neardup's rows, both ways, in numpy.
+
+Out: binary COPY streams for fixed-width rows (buckets, signatures, pairs, ...). In: integer
+arrays (``int2[]``, ``int4[]`` signatures, ``int8[]``) in binary results load as numpy arrays.
 
 A binary COPY stream is a header, then per row a 16-bit field count and, per field, a 32-bit
 length and the value, all big-endian; then a 16-bit -1 trailer. When every field has a fixed
@@ -8,10 +11,15 @@ width the whole stream is one numpy structured array: no Python work per row.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+import psycopg
+from psycopg.adapt import Loader
+from psycopg.pq import Format
+
+from neardup.errors import DatabaseError, InternalError
 
 # PGCOPY signature, flags field (no OIDs) and header extension length (none).
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
@@ -34,7 +42,7 @@ def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> bytes:
     fields: list[tuple[str, str] | tuple[str, str, tuple[int, ...]]] = [("count", ">i2")]
     for j, ((kind, _), arr) in enumerate(zip(columns, arrays, strict=True)):
         if arr.shape[0] != n:
-            raise ValueError(f"column {j} has {arr.shape[0]} rows, column 0 has {n}")
+            raise InternalError(f"COPY column {j} has {arr.shape[0]} rows, column 0 has {n}")
         fields.append((f"len{j}", ">i4"))
         if kind in _SCALARS:
             fields.append((f"v{j}", _SCALARS[kind]))
@@ -45,7 +53,7 @@ def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> bytes:
             fields.append((f"h{j}", ">i4", (5,)))
             fields.append((f"v{j}", ">i4", (width, 2)))
         else:
-            raise ValueError(f"unsupported column kind {kind!r}")
+            raise InternalError(f"unsupported COPY column kind {kind!r}")
     rows = np.empty(n, dtype=np.dtype(fields))
     rows["count"] = len(columns)
     for j, ((kind, _), arr) in enumerate(zip(columns, arrays, strict=True)):
@@ -64,3 +72,45 @@ def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> bytes:
             # The stored int4 carries the uint32 bits of the signature value.
             rows[f"v{j}"][..., 1] = np.ascontiguousarray(arr, dtype=np.uint32).view(np.int32)
     return _HEADER + rows.tobytes() + _TRAILER
+
+
+class _ArrayLoader(Loader):
+    """Loads a binary one-dimensional integer array without NULLs as a numpy array."""
+
+    format = Format.BINARY
+    wire = ">i8"
+    dtype: type[np.integer] = np.int64
+
+    def load(self, data: bytes | bytearray | memoryview) -> np.ndarray:
+        header = np.frombuffer(data, dtype=">i4", count=3)
+        if header[0] == 0:
+            return np.empty(0, dtype=self.dtype)
+        if header[0] != 1 or header[1] != 0:
+            raise DatabaseError("expected a one-dimensional integer array without NULLs")
+        # Header: ndim, has-null flag, element oid, then (length, lower bound); then each element
+        # as a 4-byte length and its big-endian value.
+        rows = np.frombuffer(data, dtype=[("len", ">i4"), ("v", self.wire)], offset=20)
+        return rows["v"].astype(self.dtype)
+
+
+class _Int2ArrayLoader(_ArrayLoader):
+    wire, dtype = ">i2", np.int16
+
+
+class _Int4ArrayLoader(_ArrayLoader):
+    # int4[] holds signatures: the stored int4 carries the bits of a uint32 value.
+    wire, dtype = ">u4", np.uint32
+
+
+# PostgreSQL's fixed OIDs of int2[], int4[] and int8[].
+_ARRAY_LOADERS: dict[int, type[_ArrayLoader]] = {
+    1005: _Int2ArrayLoader,
+    1007: _Int4ArrayLoader,
+    1016: _ArrayLoader,
+}
+
+
+def register_array_loaders(conn: psycopg.Connection[Any]) -> None:
+    """Load binary int2[], int4[] and int8[] results on ``conn`` as numpy arrays."""
+    for oid, loader in _ARRAY_LOADERS.items():
+        conn.adapters.register_loader(oid, loader)

@@ -16,19 +16,6 @@ from neardup.storage.binary import copy_stream
 from neardup.storage.scope import Scope, index_probes
 
 
-def flat_rows(
-    content_ids: npt.NDArray[np.int64], keys: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(band, bucket, content) rows of a contents x bands key matrix, in index order by band and bucket."""
-    n, bands = keys.shape
-    # Rows in index order touch each btree leaf once, in sequence, instead of at random.
-    order = np.argsort(keys, axis=0, kind="stable")  # per band: a sort of n keys, not of n*bands rows
-    bucket = np.take_along_axis(keys, order, axis=0).T.reshape(-1)
-    content = content_ids[order].T.reshape(-1)
-    band = np.repeat(np.arange(bands, dtype=np.int16), n)
-    return band, bucket, content
-
-
 def has_index(scope: Scope) -> bool:
     """Whether the collection's bucket partition has its lookup index."""
     row = scope.conn.execute(
@@ -154,28 +141,3 @@ JOIN {{signatures_p}} s ON s.collection_id = %(c)s AND s.content_id = c.content_
             {"c": scope.collection_id, "bands": list(range(keys.shape[0])), "keys": keys.tolist()},
             prepare=True,
         ).fetchall()
-
-
-def largest(scope: Scope, limit: int) -> list[tuple[int, int, int]]:
-    """The ``limit`` fullest buckets: (band, bucket, contents)."""
-    rows = scope.conn.execute(
-        scope.sql(
-            "SELECT band, bucket, count(*) AS n FROM {buckets_p} WHERE collection_id = %s "
-            "GROUP BY band, bucket ORDER BY n DESC, band, bucket LIMIT %s"
-        ),
-        (scope.collection_id, limit),
-    ).fetchall()
-    return [(r[0], r[1], r[2]) for r in rows]
-
-
-def count(scope: Scope) -> int:
-    """Number of bucket rows of the collection."""
-    row = scope.conn.execute(scope.sql("SELECT count(*) FROM {buckets_p}")).fetchone()
-    return int(row[0]) if row else 0
-
-
-def distinct_keys(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int64]]:
-    """Distinct (band, bucket) pairs of a contents x bands key matrix."""
-    per_band = [np.unique(keys[:, b]) for b in range(keys.shape[1])]
-    band = np.repeat(np.arange(len(per_band), dtype=np.int16), [u.size for u in per_band])
-    return band, np.concatenate(per_band) if per_band else np.empty(0, np.int64)

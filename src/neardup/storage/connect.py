@@ -6,15 +6,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.adapt import Loader
-from psycopg.pq import Format
+from psycopg.pq import TransactionStatus
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from neardup.errors import DatabaseConnectionError, DatabaseError, NeardupError, SchemaError
+from neardup.storage.binary import register_array_loaders
 
 # SQLAlchemy's name for PostgreSQL through psycopg 3; plain postgresql:// URLs are accepted too.
 _DRIVER = "postgresql+psycopg"
@@ -52,57 +51,31 @@ def redacted(url: str) -> str:
         return "<invalid URL>"
 
 
-class _ArrayLoader(Loader):
-    """Loads a binary one-dimensional integer array without NULLs as a numpy array."""
-
-    format = Format.BINARY
-    wire = ">i8"
-    dtype: type[np.integer] = np.int64
-
-    def load(self, data: bytes | bytearray | memoryview) -> np.ndarray:
-        header = np.frombuffer(data, dtype=">i4", count=3)
-        if header[0] == 0:
-            return np.empty(0, dtype=self.dtype)
-        if header[0] != 1 or header[1] != 0:
-            raise DatabaseError("expected a one-dimensional integer array without NULLs")
-        # Header: ndim, has-null flag, element oid, then (length, lower bound); then each element
-        # as a 4-byte length and its big-endian value.
-        item = np.dtype(self.wire).itemsize
-        rows = np.frombuffer(data, dtype=[("len", ">i4"), ("v", self.wire)], offset=20)
-        assert rows.dtype.itemsize == 4 + item
-        return rows["v"].astype(self.dtype)
-
-
-class _Int2ArrayLoader(_ArrayLoader):
-    wire, dtype = ">i2", np.int16
-
-
-class _Int4ArrayLoader(_ArrayLoader):
-    # int4[] holds signatures: the stored int4 carries the bits of a uint32 value.
-    wire, dtype = ">u4", np.uint32
-
-
-# PostgreSQL's fixed OIDs of int2[], int4[] and int8[].
-_ARRAY_LOADERS: dict[int, type[_ArrayLoader]] = {
-    1005: _Int2ArrayLoader,
-    1007: _Int4ArrayLoader,
-    1016: _ArrayLoader,
-}
-
-
 def connect(url: str) -> Connection:
     """An autocommit psycopg connection (callers open transactions); integer arrays in binary
     results load as numpy."""
     with translated(f"connecting to {redacted(url)}"):
         conn = psycopg.connect(libpq_url(url), autocommit=True)
-    for oid, loader in _ARRAY_LOADERS.items():
-        conn.adapters.register_loader(oid, loader)
+    register_array_loaders(conn)
     if conn.info.server_version >= 140000:
         with translated(f"configuring the connection to {redacted(url)}"):
             # A killed client's backend otherwise runs its statement to the end before it notices,
             # holding the collection's lock; with this it aborts within seconds (PostgreSQL 14+).
             conn.execute("SET client_connection_check_interval = '2s'")
     return conn
+
+
+@contextmanager
+def transaction(conn: Connection) -> Iterator[None]:
+    """A transaction of its own on ``conn``, never a savepoint inside someone else's: a write
+    acknowledged by neardup is committed when the block ends."""
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        raise DatabaseError(
+            "the index's connection is inside another transaction (is the Index used from two threads "
+            "at once?); the write was not started"
+        )
+    with conn.transaction():
+        yield
 
 
 @contextmanager

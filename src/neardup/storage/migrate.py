@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from importlib import resources
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from psycopg import sql
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from neardup.errors import DatabaseError, SchemaError
-from neardup.storage.connect import redacted, sqlalchemy_url
+from neardup.storage.connect import Connection, connect, redacted, sqlalchemy_url, translated
 from neardup.storage.names import DEFAULT_SCHEMA, VERSION_TABLE, check_schema_name
 
 
@@ -38,7 +39,8 @@ def _config(schema: str) -> Config:
 def head_revision() -> str:
     """The newest revision this version of neardup knows."""
     head = ScriptDirectory.from_config(_config(DEFAULT_SCHEMA)).get_current_head()
-    assert head is not None
+    if head is None:
+        raise SchemaError(f"neardup's migrations in {migrations_dir()} have no head revision")
     return head
 
 
@@ -72,19 +74,28 @@ def downgrade(url: str, schema: str = DEFAULT_SCHEMA, revision: str = "base") ->
     _run(url, schema, "downgrade", revision)
 
 
+def revision_on(conn: Connection, schema: str = DEFAULT_SCHEMA) -> str | None:
+    """The revision the schema is at, read on an open connection, or None when it was never migrated."""
+    table = sql.Identifier(check_schema_name(schema), VERSION_TABLE)
+    with translated(f"reading the revision of schema {schema!r}"):
+        found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table.as_string(conn),)).fetchone()
+        if not (found and found[0]):
+            return None
+        row = conn.execute(sql.SQL("SELECT version_num FROM {}").format(table)).fetchone()
+    return str(row[0]) if row else None
+
+
 def current_revision(url: str, schema: str = DEFAULT_SCHEMA) -> str | None:
     """The revision the schema is at, or None when it was never migrated."""
-    check_schema_name(schema)
-    engine = create_engine(sqlalchemy_url(url))
-    try:
-        with engine.connect() as conn:
-            context = MigrationContext.configure(
-                conn, opts={"version_table": VERSION_TABLE, "version_table_schema": schema}
-            )
-            return context.get_current_revision()
-    except SQLAlchemyError as exc:
-        raise DatabaseError(
-            f"reading the schema revision at {redacted(url)}: {exc.__cause__ or exc}"
-        ) from exc
-    finally:
-        engine.dispose()
+    with closing(connect(url)) as conn:
+        return revision_on(conn, schema)
+
+
+def require_head(conn: Connection, schema: str = DEFAULT_SCHEMA) -> None:
+    """Refuse (SchemaError) a schema that is not at the revision this neardup needs."""
+    head, current = head_revision(), revision_on(conn, schema)
+    if current != head:
+        raise SchemaError(
+            f"schema {schema!r} is at revision {current or 'none'}, this neardup needs {head}: "
+            "run `neardup db upgrade`"
+        )

@@ -1,18 +1,14 @@
-"""Verified pairs (content_a < content_b, similarity, method) and the listings built on them."""
+"""The verified pairs table: (content_a < content_b, similarity, method) of each collection."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from neardup.storage.binary import copy_stream
 from neardup.storage.scope import Scope
-
-# Rows fetched per round trip when streaming listings through a server-side cursor.
-_STREAM_ROWS = 10_000
 
 
 def insert(
@@ -97,69 +93,3 @@ def histogram(scope: Scope, lower_edges: Sequence[float]) -> npt.NDArray[np.int6
 def truncate(scope: Scope) -> None:
     """Remove every stored pair of the collection (before they are recomputed)."""
     scope.conn.execute(scope.sql("TRUNCATE {pairs_p}"))
-
-
-def _stream(scope: Scope, query: str, params: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
-    # A server-side cursor needs a transaction; it keeps memory flat for millions of rows.
-    with scope.conn.transaction(), scope.conn.cursor(name="neardup_stream") as cur:
-        cur.itersize = _STREAM_ROWS
-        cur.execute(scope.sql(query), params)
-        yield from cur
-
-
-def listing(scope: Scope, min_similarity: float) -> Iterator[tuple[str, str, float]]:
-    """Every pair of documents at or above ``min_similarity`` (copies included), by (id_a, id_b)."""
-    for id_a, id_b, sim in _stream(
-        scope,
-        "SELECT id_a, id_b, similarity FROM {s}.pair_list WHERE collection_id = %(c)s "
-        "AND similarity >= %(m)s ORDER BY id_a, id_b",
-        {"c": scope.collection_id, "m": min_similarity},
-    ):
-        yield id_a, id_b, float(sim)
-
-
-def clusters(scope: Scope) -> Iterator[tuple[int, str, bool]]:
-    """(cluster, id, representative) of every document in a cluster of two or more, clusters in the
-    order of their representatives (smallest id), ids sorted within."""
-    yield from _stream(
-        scope,
-        "SELECT cluster, id, representative FROM (SELECT cluster, id, representative, "
-        "min(id) OVER (PARTITION BY cluster) AS first FROM {s}.cluster_list WHERE collection_id = %(c)s) x "
-        "ORDER BY first, id",
-        {"c": scope.collection_id},
-    )
-
-
-def counts(scope: Scope) -> dict[str, int]:
-    """Numbers of documents, contents, stored pairs, identical-copy pairs and clusters."""
-    row = scope.conn.execute(
-        scope.sql(
-            """
-SELECT (SELECT count(*) FROM {documents_p}),
-       (SELECT count(*) FROM {contents_p}),
-       (SELECT count(*) FROM {pairs_p}),
-       (SELECT coalesce(sum(n * (n - 1) / 2), 0) FROM (
-            SELECT count(*) AS n FROM {documents_p} d JOIN {contents_p} t USING (collection_id, content_id)
-            WHERE t.shingle_count > 0 GROUP BY d.content_id HAVING count(*) > 1) x),
-       (SELECT count(DISTINCT cluster) FROM {s}.cluster_list WHERE collection_id = %s)"""
-        ),
-        (scope.collection_id,),
-    ).fetchone()
-    assert row is not None
-    keys = ("documents", "contents", "pairs", "identical_pairs", "clusters")
-    return {k: int(v) for k, v in zip(keys, row, strict=True)}
-
-
-def size_on_disk(scope: Scope) -> int:
-    """Bytes on disk of the collection's partitions (tables, TOAST and indexes)."""
-    row = scope.conn.execute(
-        scope.sql(
-            "SELECT sum(pg_total_relation_size(p)) FROM unnest(ARRAY["
-            "%s::regclass, %s::regclass, %s::regclass, %s::regclass, %s::regclass]) AS p"
-        ),
-        [
-            scope.sql(f"{{{t}_p}}").as_string(scope.conn)
-            for t in ("contents", "documents", "signatures", "buckets", "pairs")
-        ],
-    ).fetchone()
-    return int(row[0]) if row and row[0] is not None else 0

@@ -1,4 +1,5 @@
-"""The collections table: one row per independent index, with its parameters and id counters."""
+"""The catalog of collections (the collections table): one row per independent index, with its
+parameters and id counters; its row lock is how writers to one collection take turns."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from neardup.errors import InternalError
 from neardup.storage.names import PARTITIONED_TABLES
 from neardup.storage.scope import Scope
 
@@ -49,6 +51,12 @@ def get(scope: Scope, name: str, *, lock: bool = False) -> CollectionRow | None:
     return _row(scope.conn.execute(scope.sql(query), (name,)).fetchone())
 
 
+def lock_name(scope: Scope, name: str) -> None:
+    """Hold a lock on the collection name ``name`` in this schema until the transaction ends, so
+    that processes creating the same collection take turns (the unique key would catch it anyway)."""
+    scope.conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"neardup:{scope.schema}:{name}",))
+
+
 def insert(
     scope: Scope, name: str, params: dict[str, Any], threshold: float, store_text: bool, unicode_version: str
 ) -> CollectionRow:
@@ -62,7 +70,8 @@ def insert(
             (name, Jsonb(params), threshold, store_text, unicode_version),
         ).fetchone()
     )
-    assert row is not None
+    if row is None:
+        raise InternalError(f"inserting collection {name!r} returned no row")
     here = scope.with_collection(row.collection_id)
     for table in PARTITIONED_TABLES:
         here.conn.execute(

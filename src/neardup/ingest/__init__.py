@@ -1,0 +1,6 @@
+"""The ingest pipeline: a batch's plan (``plan``) and the writer that carries it out (``writer``)."""
+
+from neardup.ingest.plan import Batch, BatchPlan, plan_batch
+from neardup.ingest.writer import DEFAULT_BATCH_SIZE, AddResult, Writer
+
+__all__ = ["DEFAULT_BATCH_SIZE", "AddResult", "Batch", "BatchPlan", "Writer", "plan_batch"]

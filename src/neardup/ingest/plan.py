@@ -1,0 +1,159 @@
+"""A batch's plan: what writing it changes, decided in memory before anything is written.
+
+``plan_batch`` is pure: from the batch's documents, their sketch, what is stored under their ids
+and content hashes (one read), and the collection's id counters, it decides which documents are
+unchanged, replaced or new, which contents are new and their ids, the documents' ids, the band keys
+of the new contents, and whether the bucket rows go in as a bulk load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup.core.sketch import Sketch
+from neardup.records import Document
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Documents written in one transaction, with the position of the first in the whole input."""
+
+    start: int
+    ids: list[str]
+    texts: list[str]
+    metas: list[dict[str, Any] | None]
+
+    @classmethod
+    def of(cls, documents: Sequence[Document], start: int) -> Batch:
+        """The batch of these (checked) documents."""
+        return cls(start, [d.id for d in documents], [d.text for d in documents], [d.meta for d in documents])
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def where(self) -> str:
+        """The batch's records, for messages: ``records 100-199``."""
+        return f"records {self.start}-{self.start + len(self.ids) - 1}"
+
+
+class Stored(Protocol):
+    """What is stored for one incoming document (``storage.documents.Match``)."""
+
+    @property
+    def position(self) -> int: ...
+    @property
+    def doc_id(self) -> int | None: ...
+    @property
+    def content_id(self) -> int | None: ...
+    @property
+    def existing_content(self) -> int | None: ...
+    @property
+    def text(self) -> str | None: ...
+    @property
+    def meta(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What writing a batch does; positions index the batch's documents."""
+
+    unchanged: int
+    """Documents stored already with the same text and metadata: nothing is written for them."""
+    replaced_docs: list[int]
+    """Stored document ids the batch replaces (same external id, other text or metadata)."""
+    doc_positions: npt.NDArray[np.int64]
+    """Positions of the documents written, in batch order."""
+    doc_ids: npt.NDArray[np.int64]
+    """Their new document ids."""
+    doc_contents: npt.NDArray[np.int64]
+    """Their content ids (stored ones, or new ones below)."""
+    new_positions: npt.NDArray[np.int64]
+    """The first position of each new content (distinct normalised text not stored before)."""
+    new_ids: npt.NDArray[np.int64]
+    """Their content ids, consecutive from ``first_new``."""
+    first_new: int
+    """The first new content id: every stored content id is below it."""
+    bearing_ids: npt.NDArray[np.int64]
+    """The new contents with at least one shingle (empty texts are never anyone's duplicate)."""
+    keys: npt.NDArray[np.int64]
+    """Their band keys, bearing contents x bands."""
+    bulk: bool
+    """Whether the bucket rows go into an unindexed partition whose index is built afterwards."""
+    empty: int
+    """Documents written whose text has no shingle."""
+    next_ids: tuple[int, int]
+    """The collection's (next content id, next document id) once the batch is written."""
+
+
+class KeyFunction(Protocol):
+    """Band keys of signatures (``Sketcher.band_keys``)."""
+
+    def __call__(self, signatures: npt.NDArray[np.uint32], /) -> npt.NDArray[np.int64]: ...
+
+
+def plan_batch(
+    batch: Batch,
+    sketch: Sketch,
+    stored: Sequence[Stored],
+    next_content_id: int,
+    next_doc_id: int,
+    *,
+    store_text: bool,
+    indexed: bool,
+    band_keys: KeyFunction,
+) -> BatchPlan:
+    """Decide what writing ``batch`` does, given what is ``stored`` under its ids and content hashes.
+
+    A document stored with the same content, text (when texts are stored) and metadata is
+    unchanged; with anything else it is replaced. A document whose content hash is stored reuses
+    that content; the others get new content ids, one per distinct hash in the batch. The bucket
+    rows go in as a bulk load into an empty collection or one whose bucket index is missing
+    (``indexed`` false): building the index afterwards is ~2.8x cheaper than inserting into it.
+    """
+    by_position = {m.position: m for m in stored}
+    unchanged = 0
+    replaced: list[int] = []
+    content_of = np.full(len(batch), -1, dtype=np.int64)
+    slot_of_hash: dict[bytes, int] = {}
+    first_position: list[int] = []
+    for pos in range(len(batch)):
+        m = by_position.get(pos)
+        if m is not None and m.doc_id is not None:
+            same_content = m.existing_content is not None and m.existing_content == m.content_id
+            same_text = not store_text or m.text == batch.texts[pos]
+            if same_content and same_text and m.meta == batch.metas[pos]:
+                unchanged += 1
+                continue
+            replaced.append(m.doc_id)
+        if m is not None and m.existing_content is not None:
+            content_of[pos] = m.existing_content
+            continue
+        slot = slot_of_hash.setdefault(sketch.content_hashes[pos], len(first_position))
+        if slot == len(first_position):
+            first_position.append(pos)
+        content_of[pos] = next_content_id + slot
+    new_positions = np.asarray(first_position, dtype=np.int64)
+    new_ids = next_content_id + np.arange(new_positions.size, dtype=np.int64)
+    bearing = sketch.shingle_counts[new_positions] > 0
+    doc_positions = np.flatnonzero(content_of >= 0)
+    return BatchPlan(
+        unchanged=unchanged,
+        replaced_docs=replaced,
+        doc_positions=doc_positions,
+        doc_ids=next_doc_id + np.arange(doc_positions.size, dtype=np.int64),
+        doc_contents=content_of[doc_positions],
+        new_positions=new_positions,
+        new_ids=new_ids,
+        first_new=next_content_id,
+        bearing_ids=new_ids[bearing],
+        keys=band_keys(sketch.signatures[new_positions[bearing]]),
+        bulk=next_content_id == 1 or not indexed,
+        empty=int(np.count_nonzero(sketch.shingle_counts[doc_positions] == 0)),
+        next_ids=(next_content_id + new_ids.size, next_doc_id + doc_positions.size),
+    )

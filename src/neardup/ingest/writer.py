@@ -1,0 +1,355 @@
+"""Writing a collection: batches of documents, removals and rebuilds, each one transaction.
+
+A batch goes: lock the collection's row (writers to one collection take turns), read what is
+stored under the batch's ids and content hashes (one statement), plan it in memory
+(``plan.plan_batch``), write contents, signatures, documents and bucket rows by binary COPY while a
+second connection probes the stored buckets for the batch's keys, group the candidates in memory,
+verify them (exact Jaccard of the shingle sets, or the signature estimate without texts), and store
+the verified pairs and merged clusters before the transaction commits. So the pairs table is always
+complete: every pair of stored documents at or above the threshold is in it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup.config import IndexConfig
+from neardup.core.candidates import bucket_groups, candidate_pairs
+from neardup.core.components import component_labels
+from neardup.core.lsh import bucket_rows, distinct_keys
+from neardup.core.minhash import empty_rows
+from neardup.core.params import Params
+from neardup.core.ragged import Ragged, concat
+from neardup.core.sketch import Sketch, Sketcher
+from neardup.core.verify import exact_jaccard, prefilter_floor, signature_agreement
+from neardup.errors import CollectionNotFoundError, InputError, ParamsError, SchemaError
+from neardup.ingest.plan import Batch, BatchPlan, plan_batch
+from neardup.records import Record, documents
+from neardup.storage import buckets, catalog, contents, verified_pairs
+from neardup.storage import documents as document_rows
+from neardup.storage.connect import Connection, connect, transaction, translated
+from neardup.storage.scope import Scope
+
+# Documents per transaction in add(): large enough that COPY and the set-based statements
+# dominate, small enough that a batch's shingles and signatures stay in a few hundred MB.
+DEFAULT_BATCH_SIZE = 50_000
+# Similarity methods stored with each pair.
+EXACT, ESTIMATE = "exact", "estimate"
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What one ``add`` did: documents added, replaced, unchanged, and new verified pairs."""
+
+    added: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    new_pairs: int = 0
+    empty: int = 0
+    """Of the documents added or replaced, those whose text has no shingle (empty or only
+    whitespace after normalisation): stored, and never anyone's duplicate."""
+
+    def __add__(self, other: AddResult) -> AddResult:
+        return AddResult(
+            self.added + other.added,
+            self.replaced + other.replaced,
+            self.unchanged + other.unchanged,
+            self.new_pairs + other.new_pairs,
+            self.empty + other.empty,
+        )
+
+
+class Writer:
+    """Writes one collection on the index's connection; a second connection probes buckets."""
+
+    def __init__(self, conn: Connection, url: str, scope: Scope, name: str, config: IndexConfig) -> None:
+        self._conn, self._url, self._scope, self.name = conn, url, scope, name
+        self.config = config
+        self.sketcher = Sketcher(config.params)
+        # Opened on the first batch that probes: reads the stored buckets while the batch is written.
+        self._reader: Connection | None = None
+
+    def close(self) -> None:
+        """Close the probing connection, if one was opened."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    # -- public operations, one transaction each -------------------------------------------------
+
+    def add(
+        self,
+        records: Iterable[Record],
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        progress: Callable[[AddResult], None] | None = None,
+    ) -> AddResult:
+        """Check, sketch and write ``records``, ``batch_size`` per transaction (see ``Index.add``)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ParamsError(f"batch_size must be a positive integer, got {batch_size!r}")
+        checked = documents(records)
+        total = AddResult()
+
+        def prepare(start: int) -> tuple[Batch, Sketch] | None:
+            """Read, check and sketch the next batch (on a worker thread)."""
+            batch = Batch.of(list(itertools.islice(checked, batch_size)), start)
+            return (batch, self.sketcher.sketch(batch.texts)) if len(batch) else None
+
+        # Batch i+1 is read, checked and sketched on one worker while batch i is written (the
+        # database works on one core, parsing and the numba kernels, which release the GIL, on
+        # the other); the second worker probes the stored buckets for batch i.
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="neardup-add") as pool:
+            upcoming = pool.submit(prepare, 0)
+            # A bad record in batch i+1 surfaces here, after batch i has committed.
+            while (ready := upcoming.result()) is not None:
+                batch, sketch = ready
+                upcoming = pool.submit(prepare, batch.start + len(batch))
+                with translated(f"adding {batch.where} to {self.name!r}"), transaction(self._conn):
+                    total += self._write(batch, sketch, pool)
+                if progress is not None:
+                    progress(total)
+        return total
+
+    def remove(self, ids: Iterable[str]) -> int:
+        """Remove documents by id with their pairs; returns how many were found."""
+        wanted = list(dict.fromkeys(ids))
+        for i, doc_id in enumerate(wanted):
+            if not isinstance(doc_id, str):
+                raise InputError(f"id {i}: expected a string, got {type(doc_id).__name__}")
+        if not wanted:
+            return 0
+        with translated(f"removing documents from {self.name!r}"), transaction(self._conn):
+            self._lock()
+            found, content_ids = document_rows.delete_by_external_id(self._scope, wanted)
+            self._drop_orphans(content_ids)
+        return len(found)
+
+    def rebuild(self, config: IndexConfig, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+        """Store ``config`` and recompute buckets, pairs and clusters under it, in one transaction:
+        from the stored signatures when only the banding changes, else from the stored texts."""
+        rebands = self.config.rebands_only(config)
+        if not rebands and not self.config.store_text:
+            raise ParamsError(
+                f"collection {self.name!r} stores no text, so only threshold, bands and rows can change "
+                f"(asked: {'; '.join(self.config.params.differences(config.params))})"
+            )
+        old = self.config, self.sketcher
+        try:
+            with translated(f"rebuilding {self.name!r}"), transaction(self._conn):
+                self._lock()
+                self.config, self.sketcher = config, Sketcher(config.params)
+                catalog.set_params(self._scope, config.params.to_dict(), config.threshold)
+                if rebands:
+                    self._reband()
+                else:
+                    document_rows.stash(self._scope)
+                    catalog.truncate_all(self._scope)
+                    start = 0
+                    for rows in document_rows.stashed(self._scope, batch_size):
+                        batch = Batch(start, *(list(column) for column in zip(*rows, strict=True)))
+                        self._write(batch, self.sketcher.sketch(batch.texts), None)
+                        start += len(batch)
+        except BaseException:
+            self.config, self.sketcher = old
+            raise
+
+    # -- one batch -------------------------------------------------------------------------------
+
+    def _write(self, batch: Batch, sketch: Sketch, pool: ThreadPoolExecutor | None) -> AddResult:
+        """Write one checked and sketched batch inside the caller's transaction. With ``pool``, the
+        stored buckets are probed on the second connection meanwhile."""
+        scope = self._scope
+        row = self._lock()
+        plan = plan_batch(
+            batch,
+            sketch,
+            document_rows.match(scope, batch.ids, sketch.content_hashes),
+            row.next_content_id,
+            row.next_doc_id,
+            store_text=self.config.store_text,
+            indexed=row.next_content_id == 1 or buckets.has_index(scope),
+            band_keys=self.sketcher.band_keys,
+        )
+        probe: Future[tuple[np.ndarray, ...]] | None = None
+        if pool is not None and not plan.bulk and plan.keys.shape[0]:
+            # It sees what was committed before this batch, which is everything stored, since this
+            # transaction holds the collection's lock, and nothing of this batch.
+            probe = pool.submit(self._probe, plan.keys)
+        old_contents = document_rows.delete(scope, plan.replaced_docs) if plan.replaced_docs else []
+        if plan.new_ids.size:
+            contents.insert(
+                scope,
+                plan.new_ids,
+                [sketch.content_hashes[p] for p in plan.new_positions.tolist()],
+                sketch.shingle_counts[plan.new_positions],
+                sketch.signatures[plan.new_positions],
+            )
+        positions = plan.doc_positions.tolist()
+        document_rows.insert(
+            scope,
+            plan.doc_ids,
+            [batch.ids[i] for i in positions],
+            plan.doc_contents,
+            [batch.texts[i] if self.config.store_text else None for i in positions],
+            [batch.metas[i] for i in positions],
+        )
+        dropped = self._drop_orphans(old_contents) if old_contents else []
+        new_pairs = self._pair_new_contents(plan, sketch, probe, dropped)
+        catalog.advance(scope, *plan.next_ids)
+        replaced = len(plan.replaced_docs)
+        return AddResult(plan.doc_ids.size - replaced, replaced, plan.unchanged, new_pairs, plan.empty)
+
+    def _probe(self, keys: npt.NDArray[np.int64]) -> tuple[np.ndarray, ...]:
+        """Stored (band, bucket, content) rows sharing a bucket with ``keys``, read on the second
+        connection."""
+        if self._reader is None:
+            self._reader = connect(self._url)
+        with self._reader.transaction():
+            scope = Scope(self._reader, self._scope.schema, self._scope.collection_id)
+            return buckets.members_of(scope, *distinct_keys(keys))
+
+    def _lock(self) -> catalog.CollectionRow:
+        """Lock the collection's row for this transaction and check it is still the one opened."""
+        row = catalog.get(self._scope, self.name, lock=True)
+        if row is None or row.collection_id != self._scope.collection_id:
+            raise CollectionNotFoundError(
+                f"collection {self.name!r} was dropped or rebuilt since it was opened"
+            )
+        Params.from_dict(row.params).require_same(self.config.params, "stored", "opened with")
+        return row
+
+    def _pair_new_contents(
+        self,
+        plan: BatchPlan,
+        sketch: Sketch,
+        probe: Future[tuple[np.ndarray, ...]] | None,
+        dropped: Sequence[int],
+    ) -> int:
+        """Bucket the new contents, find and verify their pairs, store them and merge clusters.
+
+        ``probe``, when given, yields the stored members of the new contents' buckets as read on
+        the second connection; contents this transaction ``dropped`` are taken out of them.
+        """
+        scope = self._scope
+        if plan.bearing_ids.size == 0:
+            return 0
+        rows = bucket_rows(plan.bearing_ids, plan.keys)
+        if plan.bulk:
+            buckets.drop_index(scope)
+            buckets.insert(scope, *rows)
+            groups = bucket_groups(*buckets.shared_buckets(scope))
+            buckets.create_index(scope)
+        else:
+            # Stored members of the batch's buckets (few rows), then the batch's own rows, grouped
+            # in memory: nothing the batch wrote is read back.
+            stored: tuple[np.ndarray, ...]
+            if probe is None:
+                stored = buckets.members_of(scope, *distinct_keys(plan.keys))
+                buckets.insert(scope, *rows)
+            else:
+                buckets.insert(scope, *rows)  # while the probe may still run
+                stored = probe.result()
+                if len(dropped):
+                    alive = ~np.isin(stored[2], np.asarray(dropped, dtype=np.int64))
+                    stored = tuple(column[alive] for column in stored)
+            groups = bucket_groups(*(np.concatenate([s, n]) for s, n in zip(stored, rows, strict=True)))
+        cand = candidate_pairs(groups, first_new=plan.first_new)
+        if cand.shape[0] == 0:
+            return 0
+        left, right, sim = self._verify(cand, plan, sketch)
+        self._store_pairs(left, right, sim)
+        return int(left.size)
+
+    def _verify(
+        self, cand: npt.NDArray[np.int64], plan: BatchPlan | None, sketch: Sketch | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The candidate pairs whose similarity (exact, or estimated without text) reaches the
+        threshold. Contents from ``plan.first_new`` on are the batch's (in ``sketch``); the others
+        are read from the store."""
+        threshold, num_perm = self.config.threshold, self.config.params.num_perm
+        ids = np.unique(cand)
+        first_new = plan.first_new if plan is not None else int(ids[-1]) + 1
+        old, new = ids[ids < first_new], ids[ids >= first_new]
+        # Sketch rows of the batch's new contents: new ids are consecutive from first_new.
+        new_rows = plan.new_positions[new - first_new] if plan is not None else np.empty(0, np.int64)
+        old_ids, old_sigs = contents.signatures(self._scope, old.tolist(), num_perm)
+        if old_ids.size != old.size:
+            raise SchemaError(f"{old.size - old_ids.size} stored contents have no signature")
+        # Local row r < len(old) is old[r]; the rest follow new's order; ids = concat(old, new) sorted.
+        sigs = old_sigs if sketch is None else np.concatenate([old_sigs, sketch.signatures[new_rows]])
+        left, right = np.searchsorted(ids, cand[:, 0]), np.searchsorted(ids, cand[:, 1])
+        agree = signature_agreement(sigs, left, right)
+        if not self.config.store_text:
+            ok = agree >= threshold
+            return cand[ok, 0], cand[ok, 1], agree[ok]
+        hopeful = agree >= prefilter_floor(threshold, num_perm)
+        cand, left, right = cand[hopeful], left[hopeful], right[hopeful]
+        needed = np.unique(np.concatenate([left, right]))
+        needed = needed[needed < old.size]
+        stored_texts = document_rows.texts(self._scope, old[needed].tolist())
+        old_sets = self.sketcher.shingles([stored_texts[i] for i in old[needed].tolist()])
+        # Shingle sets in local row order: old rows that are not needed get empty sets.
+        lengths = np.zeros(old.size, dtype=np.int64)
+        lengths[needed] = old_sets.lengths()
+        old_sets = Ragged(old_sets.values, np.r_[0, np.cumsum(lengths)].astype(np.int64))
+        sets = old_sets if sketch is None else concat(old_sets, sketch.distinct_shingles(new_rows))
+        exact = exact_jaccard(sets, left, right)
+        ok = exact >= threshold
+        return cand[ok, 0], cand[ok, 1], exact[ok]
+
+    def _store_pairs(
+        self, left: npt.NDArray[np.int64], right: npt.NDArray[np.int64], sim: npt.NDArray[np.float64]
+    ) -> None:
+        """Store verified pairs and join the clusters they connect (a cluster's label is its
+        smallest content id)."""
+        if left.size == 0:
+            return
+        verified_pairs.insert(self._scope, left, right, sim, EXACT if self.config.store_text else ESTIMATE)
+        ends = np.unique(np.concatenate([left, right]))
+        labels = contents.cluster_labels(self._scope, ends.tolist())
+        label_of = np.array([labels[i] for i in ends.tolist()], dtype=np.int64)
+        la, lb = label_of[np.searchsorted(ends, left)], label_of[np.searchsorted(ends, right)]
+        nodes = np.unique(label_of)
+        merged = component_labels(nodes, la, lb)
+        changed = merged != nodes
+        if changed.any():
+            contents.relabel_clusters(self._scope, nodes[changed].tolist(), merged[changed].tolist())
+
+    def _drop_orphans(self, content_ids: Sequence[int]) -> list[int]:
+        """Delete contents no document points at any more (with buckets, signatures, pairs) and
+        recompute the clusters they were in, which may have split."""
+        scope = self._scope
+        orphan_ids, clusters_hit = contents.orphans(scope, sorted(set(content_ids)))
+        if not orphan_ids:
+            return []
+        ids, sigs = contents.signatures(scope, orphan_ids, self.config.params.num_perm)
+        buckets.delete(scope, *bucket_rows(ids, self.sketcher.band_keys(sigs)))
+        contents.delete(scope, orphan_ids)
+        members = contents.cluster_members(scope, sorted(set(clusters_hit)))
+        if members:
+            left, right = verified_pairs.among(scope, members)
+            contents.set_labels(scope, members, component_labels(members, left, right).tolist())
+        return orphan_ids
+
+    def _reband(self) -> None:
+        """Re-bucket every content from its stored signature and recompute all pairs and clusters."""
+        scope = self._scope
+        ids, sigs = contents.signatures(scope, None, self.config.params.num_perm)
+        bearing = ~empty_rows(sigs) if ids.size else np.zeros(0, dtype=bool)
+        ids, sigs = ids[bearing], sigs[bearing]
+        verified_pairs.truncate(scope)
+        buckets.truncate(scope)
+        buckets.drop_index(scope)
+        contents.reset_labels(scope)
+        if ids.size:
+            buckets.insert(scope, *bucket_rows(ids, self.sketcher.band_keys(sigs)))
+        groups = bucket_groups(*buckets.shared_buckets(scope))
+        buckets.create_index(scope)
+        cand = candidate_pairs(groups, first_new=0)
+        if cand.shape[0]:
+            self._store_pairs(*self._verify(cand, None, None))

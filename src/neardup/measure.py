@@ -1,0 +1,80 @@
+"""Measuring a collection against exact truth on a sample (``Index.evaluate``): the reads, the
+exact set-similarity join, and the candidate test, summarised by ``evaluation.summarise``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neardup.config import IndexConfig
+from neardup.core.exact_join import JoinPairs, SetJoin, distinct_pairs
+from neardup.core.sketch import Sketcher
+from neardup.errors import ParamsError, SchemaError, TextNotStoredError
+from neardup.evaluation import Evaluation, default_floor, similarity_edges, summarise
+from neardup.storage import contents, documents, verified_pairs
+from neardup.storage.connect import transaction
+from neardup.storage.scope import Scope, read_snapshot
+
+# Stored contents read and shingled per step of the scan: few round trips, and a step's texts and
+# shingle arrays stay in tens of MB for 1.5 KB texts (the join bounds its own product).
+EVALUATION_CHUNK = 2_000
+
+
+def evaluate(
+    scope: Scope,
+    name: str,
+    config: IndexConfig,
+    sketcher: Sketcher,
+    sample: int,
+    seed: int,
+    floor: float | None,
+) -> Evaluation:
+    """Recall and precision of the stored pairs against exact truth for a sample of contents (see
+    ``Index.evaluate``); reads one snapshot."""
+    if not config.store_text:
+        raise TextNotStoredError(
+            f"collection {name!r} stores no text (created with store_text=False), "
+            "so there is nothing to compute the exact Jaccard from"
+        )
+    if isinstance(sample, bool) or not isinstance(sample, int | np.integer) or sample < 1:
+        raise ParamsError(f"sample must be a positive integer, got {sample!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ParamsError(f"seed must be a non-negative integer, got {seed!r}")
+    threshold = config.threshold
+    floor = default_floor(threshold) if floor is None else float(floor)
+    if not 0.0 < floor <= threshold:
+        raise ParamsError(f"floor must be in (0, threshold = {threshold:g}], got {floor}")
+    with transaction(scope.conn):
+        read_snapshot(scope.conn)
+        population = contents.bearing_ids(scope)
+        rng = np.random.Generator(np.random.PCG64(seed))
+        chosen = np.sort(rng.choice(population, size=min(sample, population.size), replace=False))
+        texts = documents.texts(scope, chosen.tolist())
+        join = SetJoin(sketcher.shingles([texts[i] for i in chosen.tolist()]), floor)
+        found: list[JoinPairs] = []
+        for ids, chunk in documents.content_texts(scope, EVALUATION_CHUNK):
+            i, j, jaccard = join.pairs(sketcher.shingles(chunk))
+            found.append((ids[i], chosen[j], jaccard))
+        a, b, jaccard = distinct_pairs(found)
+        stored_a, stored_b = verified_pairs.touching(scope, chosen.tolist())
+        ends = np.unique(np.concatenate([a, b]))
+        ids, sigs = contents.signatures(scope, ends.tolist(), config.params.num_perm)
+        if ids.size != ends.size:
+            raise SchemaError(f"{ends.size - ids.size} stored contents have no signature")
+        keys = sketcher.band_keys(sigs)
+        candidate = (keys[np.searchsorted(ids, a)] == keys[np.searchsorted(ids, b)]).any(axis=1)
+        edges = similarity_edges(floor, threshold)
+        histogram = verified_pairs.histogram(scope, edges[:-1])
+    return summarise(
+        collection=name,
+        threshold=threshold,
+        bands=config.params.bands,
+        rows=config.params.rows,
+        floor=floor,
+        seed=int(seed),
+        population=int(population.size),
+        sample_ids=chosen,
+        truth=(a, b, jaccard),
+        candidate=candidate,
+        stored=(stored_a, stored_b),
+        histogram=histogram,
+    )
