@@ -420,3 +420,27 @@ def test_two_writers_at_once_end_with_the_pairs_of_one(
     assert shared.stats().documents == len(docs)
     assert _pairs(shared) == _pairs(single)
     assert list(shared.clusters()) == list(single.clusters())
+
+
+@pytest.mark.parametrize("listing", ["pairs", "clusters"])
+def test_a_write_while_a_listing_is_open_is_committed(
+    make_index: MakeIndex, database_url: str, schema: str, listing: str
+) -> None:
+    """Defect: a write made while a listing was still open ran inside the listing's transaction,
+    as a savepoint, and was lost when the listing closed, after add() had acknowledged it."""
+    docs = planted_corpus(n_sources=4, copies=2, seed=5)
+    index = make_index(**EXHAUSTIVE)
+    index.add(docs[:8])
+    before = list(index.pairs() if listing == "pairs" else index.clusters())
+    it: Any = index.pairs() if listing == "pairs" else index.clusters()
+    first = next(it)
+    result = index.add(docs[8:])
+    assert result.added == len(docs) - 8
+    # The listing reads the snapshot it began with, whatever was written since.
+    assert [first, *it] == before
+    it.close()
+    with Index.open(database_url, index.name, schema=schema) as fresh:
+        assert fresh.stats().documents == len(docs)
+        assert _pairs(fresh) == pytest.approx(brute_force_pairs(docs, index.params, 0.5))
+        new_id, new_text = docs[-1]
+        assert new_id in {i for i, _ in fresh.query(new_text)}

@@ -1,6 +1,7 @@
 """The core is pure numpy: no module under neardup/core may import the database side."""
 
 import ast
+import re
 from pathlib import Path
 
 import neardup.core
@@ -71,3 +72,50 @@ def test_importing_the_core_loads_no_database_driver() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+PACKAGE = CORE.parent
+STORAGE = PACKAGE / "storage"
+DRIVERS = ("sqlalchemy", "psycopg", "psycopg2", "alembic")
+# A string that starts like an SQL statement: outside storage/ none may exist.
+_SQL = re.compile(
+    r"^\s*(SELECT |INSERT INTO|UPDATE \S+ SET|DELETE FROM|TRUNCATE |COPY |WITH \w+ AS|SET \w|LOCK TABLE"
+    r"|RESET |(CREATE|DROP|ALTER) (TABLE|INDEX|UNIQUE|SCHEMA|VIEW))"
+)
+
+
+def sql_strings(source: str) -> list[str]:
+    """String constants of a source text that read like SQL statements."""
+    return [
+        node.value[:40]
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _SQL.match(node.value)
+    ]
+
+
+def driver_imports(source: str) -> list[str]:
+    """Database drivers and migration tools a source text imports."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        found += [n for n in names if any(n == d or n.startswith(d + ".") for d in DRIVERS)]
+    return found
+
+
+def test_the_sql_checker_catches_statements() -> None:
+    source = 'q = "SELECT 1"\nx = "DELETE FROM t"\ny = "the SELECT"\nz = "Create the collection"'
+    assert sql_strings(source) == ["SELECT 1", "DELETE FROM t"]
+    imports = "import psycopg\nfrom alembic import command\nimport numpy"
+    assert driver_imports(imports) == ["psycopg", "alembic"]
+
+
+def test_only_storage_writes_sql_or_talks_to_the_database() -> None:
+    modules = [m for m in sorted(PACKAGE.rglob("*.py")) if STORAGE not in m.parents]
+    assert len(modules) >= 20
+    offenders = {
+        str(m.relative_to(PACKAGE)): sql_strings(m.read_text()) + driver_imports(m.read_text())
+        for m in modules
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
