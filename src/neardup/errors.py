@@ -45,3 +45,7 @@ class CollectionNotFoundError(NeardupError, LookupError):
 
 class CollectionExistsError(NeardupError, ValueError):
     """A collection of that name exists already."""
+
+
+class OutputError(NeardupError, OSError):
+    """A result could not be written where it was asked for; the message names the file."""

@@ -39,7 +39,8 @@ from neardup.errors import (
     TextNotStoredError,
 )
 from neardup.evaluation import Evaluation, default_floor, similarity_edges, summarise
-from neardup.records import Record, check_record
+from neardup.records import Record, to_document
+from neardup.records import documents as checked_documents
 from neardup.storage import buckets, collections, contents, documents, migrate, pairs
 from neardup.storage.connect import Connection, connect, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
@@ -109,17 +110,13 @@ class _Checked:
 
 
 def _check_records(batch: Sequence[Record], start: int) -> _Checked:
-    """Split records into ids, texts and metadata, refusing bad ones by position and field."""
+    """Split records into ids, texts and metadata, refusing bad ones by position and field (an id
+    repeated in one ``add`` call is refused before, by ``records.documents``)."""
     ids: list[str] = []
     texts: list[str] = []
     metas: list[Any] = []
-    seen: dict[str, int] = {}
     for offset, record in enumerate(batch):
-        where = f"record {start + offset}"
-        doc_id, text, meta = check_record(record, where)
-        if doc_id in seen:
-            raise InputError(f"{where}: id {doc_id!r:.80} repeats record {seen[doc_id]} of the same batch")
-        seen[doc_id] = start + offset
+        doc_id, text, meta = to_document(record, f"record {start + offset}")
         ids.append(doc_id)
         texts.append(text)
         metas.append(meta)
@@ -315,7 +312,7 @@ class Index:
         if batch_size < 1:
             raise ParamsError(f"batch_size must be positive, got {batch_size}")
         total = AddResult()
-        iterator = iter(records)
+        iterator = checked_documents(records)
 
         def prepare(start: int) -> tuple[_Checked, Sketch, int] | None:
             """Read, check and sketch the next batch (on a worker thread)."""
