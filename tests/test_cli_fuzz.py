@@ -145,12 +145,12 @@ def output_paths(draw: st.DrawFn, folder: Path) -> str:
 # -- the law ----------------------------------------------------------------------------------
 
 
-def _run(argv: list[str], stdin: bytes = b"") -> tuple[int, str, str]:
+def _run(argv: list[str], stdin: bytes = b"", cwd: Path | None = None) -> tuple[int, str, str]:
     old = sys.stdin
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
     out, err = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.chdir(cwd or "."):
             status = main(argv)
     finally:
         sys.stdin = old
@@ -158,8 +158,10 @@ def _run(argv: list[str], stdin: bytes = b"") -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def law(database_url: str, schema: str) -> Callable[..., None]:
-    """Checks the law for one command line (with stdin bytes) on the fuzzed collection."""
+def law(database_url: str, schema: str, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., None]:
+    """Checks the law for one command line (with stdin bytes) on the fuzzed collection, run in a
+    folder of its own (``--out -`` and the default ``--rejects`` write there)."""
+    cwd = tmp_path_factory.mktemp("fuzz-cwd")
     base = ["--db", database_url, "--schema", schema, "--collection", COLLECTION]
     assert _run([*base, "init", "--threshold", "0.5", "--bands", "64", "--rows", "2"])[0] == 0
     docs = "".join(
@@ -169,7 +171,7 @@ def law(database_url: str, schema: str) -> Callable[..., None]:
 
     def check(argv: list[str], stdin: bytes = b"", *, global_options: list[str] | None = None) -> None:
         before = collection_state(database_url, schema, COLLECTION).comparable()
-        status, out, err = _run([*(base if global_options is None else global_options), *argv], stdin)
+        status, out, err = _run([*(base if global_options is None else global_options), *argv], stdin, cwd)
         assert "Traceback" not in err
         assert status in (0, 1, 2), (status, err)
         if status == 1:
