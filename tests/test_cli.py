@@ -506,3 +506,21 @@ def test_dedup_input_nested_too_deeply_ends_in_one_line(cli: Run, tmp_path: Path
     _one_error_line(cli("add", str(deep)), f"{deep}:1: JSON nested too deeply")
     _one_error_line(cli("dedup", str(deep), "--out", str(tmp_path / "o.jsonl")), f"{deep}:1: JSON nested")
     assert not (tmp_path / "o.jsonl").exists()  # no half-written output
+
+
+def test_threshold_one_is_one_rule_from_init_to_stats(cli: Run, tmp_path: Path) -> None:
+    """Defect: init accepted threshold 1 and then failed, as did stats: the tuner refused 1.0."""
+    status, out, err = cli("init", "--threshold", "1", "--bands", "16", "--rows", "8")
+    assert status == 0, err
+    assert "threshold\t1.0" in out
+    text = "the quick brown fox jumps over the lazy dog"
+    docs = _jsonl(tmp_path / "d.jsonl", [("a", text), ("b", text.upper()), ("c", text + " again")])
+    assert cli("add", str(docs))[0] == 0
+    status, out, err = cli("stats")
+    assert status == 0, err
+    assert "expected_fn_rate\t0.0" in out
+    status, out, _ = cli("pairs")
+    assert out.splitlines()[1:] == ["a\tb\t1.0"]  # the same normalised text; "c" is below 1
+    status, _, err = cli("init", "--threshold", "1.01", "--exist-ok")
+    assert status == 2
+    assert "threshold" in err
