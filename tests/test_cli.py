@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from neardup.cli import EVAL_COLUMNS, EXAMPLES, OUTPUT_FORMATS, build_parser, main
+from neardup.core import Params
 from neardup.storage import migrate
 from tests._corpus import brute_force_pairs, components, planted_corpus
 from tests.conftest import Run, neardup_argv
@@ -42,8 +43,6 @@ def test_init_add_pairs_clusters_in_every_format(cli: Run, tmp_path: Path) -> No
     status, _, err = cli("add", str(_jsonl(tmp_path / "docs.jsonl", docs)))
     assert status == 0
     assert f"added {len(docs)}" in err
-    from neardup.core import Params
-
     truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.5)
     outputs = {fmt: cli("pairs", "--format", fmt)[1] for fmt in OUTPUT_FORMATS}
     tsv = list(csv.reader(io.StringIO(outputs["tsv"]), delimiter="\t"))
@@ -97,8 +96,6 @@ def test_dedup_keeps_one_per_cluster_and_every_loner(cli: Run, tmp_path: Path) -
     status, _, _ = cli("dedup", str(source), "--out", str(out_path))
     assert status == 0
     kept = [json.loads(line) for line in out_path.read_text().splitlines()]
-    from neardup.core import Params
-
     clusters = components(set(brute_force_pairs(docs, Params(bands=64, rows=2), 0.5)))
     clustered = {i for c in clusters for i in c}
     kept_ids = [r["id"] for r in kept]
@@ -283,8 +280,6 @@ def test_eval_reports_recall_the_bins_and_a_plot(cli: Run, tmp_path: Path) -> No
     table = list(csv.reader(io.StringIO(out), delimiter="\t"))
     assert table[0] == list(EVAL_COLUMNS)
     assert (table[1][0], table[-1][1]) == ("0.25", "1.0")
-    from neardup.core import Params
-
     truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.5)
     assert sum(int(row[-1]) for row in table[1:]) == len(truth)  # every stored pair, in its bin
     status, out, _ = cli("eval", "--sample", "5", "--seed", "3", "--floor", "0.4", "--format", "json")
@@ -356,8 +351,6 @@ def test_init_sets_every_parameter(cli: Run) -> None:
 
 
 def test_rebuild_changes_parameters_and_pairs_equal_brute_force(cli: Run, tmp_path: Path) -> None:
-    from neardup.core import Params
-
     docs = planted_corpus(n_sources=8, copies=2, seed=53)
     assert cli("init", "--threshold", "0.5", "--bands", "64", "--rows", "2")[0] == 0
     assert cli("add", str(_jsonl(tmp_path / "d.jsonl", docs)))[0] == 0
@@ -524,3 +517,62 @@ def test_threshold_one_is_one_rule_from_init_to_stats(cli: Run, tmp_path: Path) 
     status, _, err = cli("init", "--threshold", "1.01", "--exist-ok")
     assert status == 2
     assert "threshold" in err
+
+
+def _shingle_jaccard(a: str, b: str, params: Params) -> float:
+    from neardup.core import shingles
+
+    sa = set(shingles(a, params.shingle, params.k, params.normalization).tolist())
+    sb = set(shingles(b, params.shingle, params.k, params.normalization).tolist())
+    return len(sa & sb) / len(sa | sb) if sa and sb else 0.0
+
+
+def test_check_lists_each_records_stored_matches_like_brute_force(cli: Run, tmp_path: Path) -> None:
+    docs = planted_corpus(n_sources=6, copies=2, seed=77)
+    assert cli("init", "--threshold", "0.5", "--bands", "64", "--rows", "2")[0] == 0
+    assert cli("add", str(_jsonl(tmp_path / "stored.jsonl", docs[:10])))[0] == 0
+    incoming = [*docs[10:], docs[0]]
+    path = _jsonl(tmp_path / "in.jsonl", incoming)
+    status, out, err = cli("check", str(path), "--format", "jsonl")
+    assert status == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["id"] for r in rows] == [i for i, _ in incoming]
+    params = Params(bands=64, rows=2)
+    for (_, text), row in zip(incoming, rows, strict=True):
+        truth = {i for i, t in docs[:10] if _shingle_jaccard(text, t, params) >= 0.5}
+        assert {m["id"] for m in row["matches"]} == truth
+        assert [m["jaccard"] for m in row["matches"]] == sorted(
+            (m["jaccard"] for m in row["matches"]), reverse=True
+        )
+    status, out, _ = cli("check", str(path))  # TSV: every record appears, matched or not
+    assert {line.split("\t")[0] for line in out.splitlines()[1:]} == {i for i, _ in incoming}
+    assert cli("stats")[1].count("documents\t10") == 1  # nothing was stored
+
+
+def test_dedup_against_index_keeps_records_new_to_the_index_and_the_input(cli: Run, tmp_path: Path) -> None:
+    docs = planted_corpus(n_sources=8, copies=2, seed=78)
+    stored, incoming = docs[:9], docs[9:]
+    # Near-copies repeated inside the input under other ids, and an empty text.
+    incoming = [*incoming, ("again-1", incoming[0][1]), ("again-2", incoming[1][1] + " w001"), ("blank", "")]
+    assert cli("init", "--threshold", "0.5", "--bands", "64", "--rows", "2")[0] == 0
+    assert cli("add", str(_jsonl(tmp_path / "stored.jsonl", stored)))[0] == 0
+    source = _jsonl(tmp_path / "in.jsonl", incoming)
+    out_path = tmp_path / "new.jsonl"
+    status, _, err = cli("dedup", str(source), "--against-index", "--out", str(out_path), "--batch-size", "3")
+    assert status == 0, err
+    params = Params(bands=64, rows=2)
+    expected = [
+        i
+        for n, (i, t) in enumerate(incoming)
+        if not any(_shingle_jaccard(t, s, params) >= 0.5 for _, s in stored)
+        and not any(_shingle_jaccard(t, e, params) >= 0.5 for _, e in incoming[:n])
+    ]
+    assert "again-1" not in expected
+    assert "blank" in expected
+    assert [json.loads(line)["id"] for line in out_path.read_text().splitlines()] == expected
+    assert f"kept {len(expected)}, dropped {len(incoming) - len(expected)}" in err
+    repeated = _jsonl(tmp_path / "rep.jsonl", [incoming[0], incoming[0]])
+    status, _, err = cli("dedup", str(repeated), "--against-index", "--out", str(tmp_path / "x.jsonl"))
+    assert status == 1
+    assert "repeats" in err
+    assert err.count("\n") == 1

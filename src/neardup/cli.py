@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED,
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.shingle import ShingleKind, check_shingling
 from neardup.core.tuning import check_threshold
-from neardup.errors import DatabaseConnectionError, NeardupError, OutputError, ParamsError
+from neardup.errors import DatabaseConnectionError, InputError, NeardupError, OutputError, ParamsError
 from neardup.readers import (
     DEFAULT_MAX_TEXT_LENGTH,
     FORMATS,
@@ -31,7 +32,7 @@ from neardup.readers import (
     read_records,
     read_text,
 )
-from neardup.records import check_id
+from neardup.records import SeenIds, check_id
 
 OUTPUT_FORMATS = ("tsv", "csv", "jsonl", "json")
 # Redraw the progress line at most this often: a terminal cannot show more, and it costs a syscall.
@@ -44,7 +45,8 @@ EXAMPLES = {
     "query": 'neardup query --text "Storms cut power to 40,000 homes" --limit 5',
     "pairs": "neardup pairs --min-jaccard 0.9 --format csv > pairs.csv",
     "clusters": "neardup clusters --format jsonl",
-    "dedup": "neardup dedup corpus.jsonl --out corpus.dedup.jsonl",
+    "check": "neardup check incoming.jsonl --min-jaccard 0.9 --format jsonl",
+    "dedup": "neardup dedup new.jsonl --against-index --out new.only.jsonl",
     "remove": "neardup remove ap-001 rt-017",
     "stats": "neardup stats --format json",
     "eval": "neardup eval --sample 2000 --seed 7 --plot report.png",
@@ -274,6 +276,27 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    check_paths(args.files)
+    with ExitStack() as stack:
+        index = _open(args, stack)
+        records = read_records(args.files, args.input_format, args.id_field, args.text_field)
+        results = index.check(checked(records), min_jaccard=args.min_jaccard, limit=args.limit)
+        if args.format in ("jsonl", "json"):
+            rows = (
+                (r.id, [{"id": i, "jaccard": _round(j)} for i, j in r.matches], len(r.matches))
+                for r in results
+            )
+            _emit(args.format, ["id", "matches", "count"], rows)
+        else:  # one row per match; a record without any has one row with empty match columns
+
+            def rows_of(r: Any) -> list[tuple[str, str, float | str]]:
+                return [(r.id, i, _round(j)) for i, j in r.matches] or [(r.id, "", "")]
+
+            _emit(args.format, ["id", "match", "jaccard"], (row for r in results for row in rows_of(r)))
+    return 0
+
+
 def cmd_pairs(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         index = _open(args, stack)
@@ -303,11 +326,15 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     _check_writable(args.out, "--out")
     with ExitStack() as stack:
         index = _open(args, stack)
-        drop = {doc_id for ids in index.clusters() for doc_id in ids[1:]}
         kept = removed = 0
         records: Iterable[SourceRecord] = read_records(
             args.files, args.input_format, args.id_field, args.text_field
         )
+        if args.against_index:
+            records, duplicates = _new_only(index, records, args.batch_size)
+            drop: Any = duplicates
+        else:
+            drop = {doc_id for ids in index.clusters() for doc_id in ids[1:]}
         # Written beside --out and moved over it at the end: an input that fails half-way leaves
         # no half-written output, and --out may name one of the inputs.
         with _output(args.out, "--out", whole=True) as out:
@@ -325,8 +352,42 @@ def cmd_dedup(args: argparse.Namespace) -> int:
                         writer = csv.DictWriter(out, fieldnames=list(row), lineterminator="\n")
                         writer.writeheader()
                     writer.writerow(row)
-        print(f"kept {kept}, dropped {removed} (not the representative of their cluster)", file=sys.stderr)
+        why = (
+            "duplicates of stored documents or of earlier records"
+            if args.against_index
+            else "not the representative of their cluster"
+        )
+        print(f"kept {kept}, dropped {removed} ({why})", file=sys.stderr)
     return 0
+
+
+def _new_only(
+    index: Any, records: Iterable[SourceRecord], batch_size: int
+) -> tuple[Iterator[SourceRecord], set[str]]:
+    """The records, and a set that holds, by the time each record is yielded, its id if it
+    duplicates a stored document or an earlier record of the input (ids are unique in the input)."""
+    from neardup.core.stream_dedup import StreamDeduplicator
+
+    within = StreamDeduplicator(index.params, index.threshold)
+    duplicates: set[str] = set()
+
+    def batches() -> Iterator[SourceRecord]:
+        iterator = iter(records)
+        seen = SeenIds()
+        while batch := list(itertools.islice(iterator, batch_size)):
+            for r in batch:
+                if (earlier := seen.place_of(r.id)) is not None:
+                    raise InputError(f"{r.where}: id {r.id!r:.80} repeats {earlier}")
+                seen.add(r.id, r.where)
+            documents = list(checked(batch))
+            stored = index.check(documents)
+            earlier_in_input = within.feed([d.text for d in documents])
+            for d, hit, before in zip(documents, stored, earlier_in_input.tolist(), strict=True):
+                if hit.matches or before >= 0:
+                    duplicates.add(d.id)
+            yield from batch
+
+    return batches(), duplicates
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
@@ -647,9 +708,38 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("clusters", "Clusters of near-duplicates: cluster, id, representative.")
     p.set_defaults(func=cmd_clusters)
 
-    p = command("dedup", "Write the input back out, keeping one record per cluster (its representative).")
+    p = command(
+        "check",
+        "Each input record's stored near-duplicates, in input order; stores nothing.",
+        "TSV and CSV give one row per match (id, match, jaccard), and one row with empty match\n"
+        "columns for a record without any; JSONL and JSON give one object per record.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="files (gzip ok), directories, or - for stdin")
+    p.add_argument("--input-format", choices=FORMATS, help="input format (default: by name)")
+    p.add_argument("--id-field", default="id")
+    p.add_argument("--text-field", default="text")
+    p.add_argument(
+        "--min-jaccard", type=MIN_JACCARD, help="lowest similarity reported (default: the threshold)"
+    )
+    p.add_argument("--limit", type=POSITIVE, help="at most this many matches per record")
+    p.set_defaults(func=cmd_check)
+
+    p = command(
+        "dedup",
+        "Write the input back out, keeping one record per cluster (its representative).",
+        "With --against-index, keep only the records that duplicate nothing stored in the collection\n"
+        "and no earlier record of the input (the input itself is not stored).",
+    )
     inputs(p)
     p.add_argument("--out", required=True, help="output file")
+    p.add_argument(
+        "--against-index",
+        action="store_true",
+        help="drop records that duplicate a stored document or an earlier input record",
+    )
+    p.add_argument(
+        "--batch-size", type=POSITIVE, default=10_000, help="records checked per round trip (default 10,000)"
+    )
     p.set_defaults(func=cmd_dedup)
 
     p = command("remove", "Remove documents by id.")
