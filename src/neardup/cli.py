@@ -435,7 +435,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from neardup.storage.connect import redacted
 
     with _database(args) as url:
-        current, head = migrate.current_revision(url, args.schema), migrate.head_revision()
+        try:
+            current, head = migrate.current_revision(url, args.schema), migrate.head_revision()
+        except DatabaseConnectionError as exc:
+            print(f"neardup: warning: {exc} (/healthz says 503 until it answers)", file=sys.stderr)
+            current = head = ""
         if current != head:
             print(
                 f"neardup: warning: schema {args.schema!r} is at revision {current or 'none'}, this neardup "

@@ -38,10 +38,11 @@ class Principal:
     """The session's CSRF value when the request came with a session cookie, else None."""
 
     def require(self, needed: str, collection: str | None) -> None:
-        """Refuse (403) what this token may not do on ``collection`` (None: no collection)."""
+        """Refuse (403) what this token may not do on ``collection`` (None: no one collection; a
+        listing of collections shows a limited token only its own)."""
         if not allows(self.access, needed):
             raise ProblemError(403, f"this needs a {needed} token; this one is {self.access}")
-        if self.collection is not None and collection != self.collection:
+        if self.collection is not None and collection is not None and collection != self.collection:
             raise ProblemError(403, f"this token is limited to collection {self.collection!r}")
 
 

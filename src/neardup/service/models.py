@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from neardup.config import DEFAULT_THRESHOLD
 
+
 class Strict(BaseModel):
     """Unknown fields are refused, so a misspelt option is an error, not a silent default."""
 

@@ -105,6 +105,8 @@ def _records(body: bytes, content_type: str) -> list[Document]:
                     422, "the body must be a JSON array of {id, text, meta} objects (or NDJSON)"
                 )
             items = parsed
+    except InputError:
+        raise
     except UnicodeDecodeError as exc:
         raise ProblemError(422, f"the body is not UTF-8 ({exc.reason} at byte {exc.start})") from exc
     except RecursionError as exc:
@@ -310,14 +312,22 @@ async def check(
     def run() -> dict[str, Any]:
         records = _records(body, request.headers.get("content-type", ""))
         with ctx.indexes.index(name) as index:
-            found = list(index.check(records, min_jaccard=min_jaccard, limit=limit))
+            found = _check(index, records, min_jaccard, limit)
         return {
-            "results": [
-                {"id": r.id, "matches": [{"id": i, "jaccard": j} for i, j in r.matches]} for r in found
-            ]
+            "results": [{"id": i, "matches": [{"id": m, "jaccard": j} for m, j in hits]} for i, hits in found]
         }
 
     return await run_in_threadpool(run)
+
+
+def _check(
+    index: Index, records: list[Document], min_jaccard: float | None, limit: int | None
+) -> list[tuple[str, list[tuple[str, float]]]]:
+    check = getattr(index, "check", None)
+    if check is not None:
+        return [(r.id, r.matches) for r in check(records, min_jaccard=min_jaccard, limit=limit)]
+    # Until Index.check reaches this branch: each text queried on its own (storing nothing either).
+    return [(d.id, index.query(d.text, min_jaccard, limit)) for d in records]
 
 
 # -- listings -------------------------------------------------------------------------------------
