@@ -57,7 +57,8 @@ def test_every_endpoint_end_to_end(service: Service) -> None:
     assert "/v1/collections/{name}/check" in spec["paths"]
     admin.delete(f"/v1/collections/{name}")
     r = admin.post("/v1/collections", json={"name": name, "threshold": 0.5, "k": 4})
-    assert r.status_code == 201 and r.json()["params"]["k"] == 4
+    assert r.status_code == 201
+    assert r.json()["params"]["k"] == 4
     assert admin.post("/v1/collections", json={"name": name}).status_code == 409
     assert name in [c["name"] for c in admin.get("/v1/collections").json()["collections"]]
     docs = [
@@ -72,11 +73,14 @@ def test_every_endpoint_end_to_end(service: Service) -> None:
     r = admin.post(
         f"/v1/collections/{name}/documents", content=ndjson, headers={"Content-Type": "application/x-ndjson"}
     )
-    assert r.json()["added"] == 1 and r.json()["unchanged"] == 1
+    assert r.json()["added"] == 1
+    assert r.json()["unchanged"] == 1
     info = admin.get(f"/v1/collections/{name}").json()
-    assert info["stats"]["documents"] == 5 and info["threshold"] == 0.5
+    assert info["stats"]["documents"] == 5
+    assert info["threshold"] == 0.5
     doc = admin.get(f"/v1/collections/{name}/documents/fox%2F1").json()
-    assert doc["text"] == FOX and doc["meta"] == {"desk": "wx"}
+    assert doc["text"] == FOX
+    assert doc["meta"] == {"desk": "wx"}
     assert {p["id"] for p in doc["pairs"]} == {"fox 2", "fox3"}
     assert admin.get(f"/v1/collections/{name}/documents/nope").status_code == 404
     matches = admin.post(f"/v1/collections/{name}/query", json={"text": FOX}).json()["matches"]
@@ -89,7 +93,8 @@ def test_every_endpoint_end_to_end(service: Service) -> None:
         f"/v1/collections/{name}/check", json=[{"id": "new", "text": FOX2}, {"id": "x", "text": "zzz qqq"}]
     ).json()["results"]
     assert [c["id"] for c in checked] == ["new", "x"]
-    assert checked[0]["matches"][0]["id"] == "fox 2" and checked[1]["matches"] == []
+    assert checked[0]["matches"][0]["id"] == "fox 2"
+    assert checked[1]["matches"] == []
     assert admin.get(f"/v1/collections/{name}/documents/new").status_code == 404  # check stored nothing
     paged = _all_pairs(admin, name, limit=1)
     streamed = [
@@ -99,11 +104,14 @@ def test_every_endpoint_end_to_end(service: Service) -> None:
         ).text.splitlines()
     ]
     assert [(p["id_a"], p["id_b"]) for p in streamed] == [(a, b) for a, b, _ in paged]
-    assert len(paged) == 3 and paged == sorted(paged)
+    assert len(paged) == 3
+    assert paged == sorted(paged)
     high = admin.get(f"/v1/collections/{name}/pairs", params={"min_jaccard": 0.99}).json()
-    assert all(p["jaccard"] >= 0.99 for p in high["pairs"]) and len(high["pairs"]) < 3
+    assert all(p["jaccard"] >= 0.99 for p in high["pairs"])
+    assert len(high["pairs"]) < 3
     clusters = admin.get(f"/v1/collections/{name}/clusters", params={"limit": 1}).json()
-    assert clusters["clusters"][0]["ids"] == ["fox 2", "fox/1", "fox3"] and clusters["next"] is None
+    assert clusters["clusters"][0]["ids"] == ["fox 2", "fox/1", "fox3"]
+    assert clusters["next"] is None
     assert clusters["clusters"][0]["representative"] == "fox 2"
     streamed_clusters = admin.get(
         f"/v1/collections/{name}/clusters", headers={"Accept": "application/x-ndjson"}
@@ -183,7 +191,8 @@ def test_token_matrix(service: Service) -> None:
                     expected = ok
                 assert r.status_code == expected, (method, path, who, r.text)
                 if expected in (401, 403):
-                    assert r.headers["content-type"] == PROBLEM and r.json()["status"] == expected
+                    assert r.headers["content-type"] == PROBLEM
+                    assert r.json()["status"] == expected
     # A token of another collection sees only that one in the list; healthz needs no token.
     with service.client(service.tokens["other"]) as other:
         assert other.get("/v1/collections").status_code == 200
@@ -219,12 +228,14 @@ def test_a_bad_record_stores_nothing_of_its_request(service: Service) -> None:
         content='{"id": "g1", "text": "fine"}\n{"id": "g2", "text": \n',
         headers={"Content-Type": "application/x-ndjson"},
     )
-    assert r.status_code == 422 and r.json()["errors"][0]["record"] == 1
+    assert r.status_code == 422
+    assert r.json()["errors"][0]["record"] == 1
     for body in (b"{not json", b'{"id": "x"}', b"\xff\xfe"):
         r = client.post(
             f"/v1/collections/{name}/documents", content=body, headers={"Content-Type": "application/json"}
         )
-        assert r.status_code == 422 and "Traceback" not in r.text
+        assert r.status_code == 422
+        assert "Traceback" not in r.text
     assert client.get(f"/v1/collections/{name}").json()["stats"]["documents"] == before
     assert client.get(f"/v1/collections/{name}/documents/g1").status_code == 404
 
@@ -296,7 +307,8 @@ def test_errors_are_problem_documents_and_bodies_have_a_limit(service: Service) 
     client = service.client(service.tokens["admin"])
     _create(service, "limits")
     r = client.post("/v1/collections/limits/documents", json=[{"id": "big", "text": "x" * (1024 * 1024)}])
-    assert r.status_code == 413 and r.headers["content-type"] == PROBLEM
+    assert r.status_code == 413
+    assert r.headers["content-type"] == PROBLEM
     chunked = client.post(
         "/v1/collections/limits/documents",
         content=iter([b'[{"id": "big", "text": "', b"y" * (600 * 1024), b"z" * (600 * 1024), b'"}]']),
@@ -317,8 +329,11 @@ def test_errors_are_problem_documents_and_bodies_have_a_limit(service: Service) 
         client.post("/v1/collections", json={"name": "x", "bands": 3}),
     ):
         problem = r.json()
-        assert r.headers["content-type"] == PROBLEM and 400 <= r.status_code < 500, r.text
-        assert problem["status"] == r.status_code and problem["title"] and "Traceback" not in r.text
+        assert r.headers["content-type"] == PROBLEM, r.text
+        assert 400 <= r.status_code < 500, r.text
+        assert problem["status"] == r.status_code
+        assert problem["title"]
+        assert "Traceback" not in r.text
 
 
 def test_health_is_503_when_the_database_does_not_answer(tmp_path: Path) -> None:
@@ -326,8 +341,10 @@ def test_health_is_503_when_the_database_does_not_answer(tmp_path: Path) -> None
     service = start_service(closed_port, "neardup", tmp_path / "down.log")
     try:
         r = httpx.get(f"{service.base}/healthz", timeout=30)
-        assert r.status_code == 503 and r.headers["content-type"] == PROBLEM
-        assert "Traceback" not in r.text and "password" not in r.text
+        assert r.status_code == 503
+        assert r.headers["content-type"] == PROBLEM
+        assert "Traceback" not in r.text
+        assert "password" not in r.text
     finally:
         service.stop()
 
@@ -340,7 +357,8 @@ def test_no_auth_is_refused_off_loopback(database_url: str, schema: str) -> None
     r = subprocess.run(
         [*argv, "serve", "--no-auth", "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60
     )
-    assert r.returncode == 2 and "loopback" in r.stderr
+    assert r.returncode == 2
+    assert "loopback" in r.stderr
 
 
 def test_tokens_never_reach_the_log(service: Service) -> None:
@@ -359,15 +377,19 @@ def test_token_commands_create_list_revoke(service: Service, cli: Run) -> None:
     status, out, err = cli("token", "create", "--scope", "write", "--collection", "tok-c", "--name", "bot")
     assert status == 0
     token = out.strip().splitlines()[-1]
-    assert token.startswith("nd_") and token not in err
+    assert token.startswith("nd_")
+    assert token not in err
     _create(service, "tok-c")
     with service.client(token) as c:
         assert c.post("/v1/collections/tok-c/documents", json=[{"id": "a", "text": FOX}]).status_code == 200
         assert c.get("/v1/collections/other/pairs").status_code == 403
         _, listed, _ = cli("token", "list", "--format", "json")
         mine = next(t for t in json.loads(listed) if t["name"] == "bot")
-        assert mine["scope"] == "write" and mine["collection"] == "tok-c" and token not in listed
-        assert mine["last_used_at"] and not mine["revoked_at"]
+        assert mine["scope"] == "write"
+        assert mine["collection"] == "tok-c"
+        assert token not in listed
+        assert mine["last_used_at"]
+        assert not mine["revoked_at"]
         assert cli("token", "revoke", mine["prefix"])[0] == 0
         assert c.get("/v1/collections/tok-c").status_code == 401
     assert cli("token", "revoke", str(mine["id"]))[0] == 1  # already revoked
@@ -394,7 +416,8 @@ def test_labels_export_and_eval_precision(service: Service, cli: Run) -> None:
         ("p1", "p3", "not_duplicate"),
         ("p1", "zz", "duplicate"),
     ]
-    assert rows[2]["similarity"] is None and rows[0]["method"] == "exact"
+    assert rows[2]["similarity"] is None
+    assert rows[0]["method"] == "exact"
     status, _, err = cli("eval", "--sample", "3")
     assert status == 0
     assert "precision by labels: 0.5000 (1 of 2 labelled stored pairs are duplicates)" in err
