@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -42,7 +41,7 @@ def _engine() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+def engine(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]]:
     """The container engine's path and the environment to run it with."""
     if os.environ.get("NEARDUP_TEST_CONTAINERS") != "1":
         pytest.skip(
@@ -52,13 +51,12 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
     conf = tmp_path_factory.mktemp("containers") / "containers.conf"
     conf.write_text(CONTAINERS_CONF)
     env = {**os.environ, "CONTAINERS_CONF": str(conf)}
-    os.environ.setdefault("CONTAINERS_CONF", str(conf))
     path = _engine()
     if path is None:
         pytest.skip(
             "no container engine answers (`podman info` / `docker info`): apt-get install -y podman runc"
         )
-    yield path, env
+    return path, env
 
 
 def test_the_image_serves_the_api_against_postgresql(engine: tuple[str, dict[str, str]], schema: str) -> None:
