@@ -6,12 +6,14 @@ import csv
 import io
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from neardup.service.context import TOKEN_CACHE_SECONDS
 from tests._corpus import planted_corpus
 from tests.conftest import Run
 from tests.service.conftest import Service, start_service
@@ -391,6 +393,7 @@ def test_token_commands_create_list_revoke(service: Service, cli: Run) -> None:
         assert mine["last_used_at"]
         assert not mine["revoked_at"]
         assert cli("token", "revoke", mine["prefix"])[0] == 0
+        time.sleep(TOKEN_CACHE_SECONDS + 0.5)  # a token checked just now is trusted this long
         assert c.get("/v1/collections/tok-c").status_code == 401
     assert cli("token", "revoke", str(mine["id"]))[0] == 1  # already revoked
     assert cli("token", "create")[0] == 1  # --scope is required

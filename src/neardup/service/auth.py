@@ -7,12 +7,13 @@ is 401, too small a scope 403.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from neardup.service.context import Context
 from neardup.service.credentials import allows, digest
@@ -58,11 +59,15 @@ def context(request: Request) -> Context:
 
 def from_token(ctx: Context, secret: str) -> Principal:
     """The holder of a bearer token; 401 when it is unknown or revoked."""
+    key = digest(secret)
     with ctx.db.scope() as scope:
-        row = tokens.lookup(scope, digest(secret))
+        row = tokens.lookup(scope, key)
     if row is None:
+        ctx.tokens.forget(key)
         raise ProblemError(401, "the token is not valid (unknown or revoked)", headers=_UNAUTHORIZED)
-    return Principal(row.scope, row.collection, row.name, row.token_id)
+    who = Principal(row.scope, row.collection, row.name, row.token_id)
+    ctx.tokens.remember(key, who)
+    return who
 
 
 def from_session(ctx: Context, secret: str) -> Principal | None:
@@ -75,10 +80,10 @@ def from_session(ctx: Context, secret: str) -> Principal | None:
     return Principal(row.scope, row.collection, row.name, row.token_id, csrf)
 
 
-def require(needed: str, path_param: str = "name") -> Callable[..., Principal]:
+def require(needed: str, path_param: str = "name") -> Callable[..., Awaitable[Principal]]:
     """A dependency: the caller, allowed ``needed`` on the collection named by ``path_param``."""
 
-    def dependency(
+    async def dependency(
         request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
     ) -> Principal:
         ctx = context(request)
@@ -86,7 +91,10 @@ def require(needed: str, path_param: str = "name") -> Callable[..., Principal]:
             return ANYONE
         if credentials is None:
             raise ProblemError(401, "send a token: Authorization: Bearer <token>", headers=_UNAUTHORIZED)
-        who = from_token(ctx, credentials.credentials)
+        # A token checked in the last seconds needs no database round trip (nor a thread).
+        who: Principal | None = ctx.tokens.recall(digest(credentials.credentials))
+        if who is None:
+            who = await run_in_threadpool(from_token, ctx, credentials.credentials)
         who.require(needed, request.path_params.get(path_param))
         return who
 
