@@ -15,43 +15,51 @@ from contextlib import contextmanager
 from neardup.errors import DatabaseError, InternalError, NeardupError
 from neardup.index import Index
 
+# Indexes of one collection in use at once: more requests wait for one. Opening an Index costs
+# milliseconds (a connection and the schema check), and a 2-core server gains nothing from more
+# concurrent queries than this; opening and closing indexes under a burst would cost more.
+DEFAULT_PER_COLLECTION = 8
+
 
 class IndexPool:
-    """Up to ``keep`` idle open indexes per collection, for the schema of one database."""
+    """Up to ``size`` open indexes per collection, for the schema of one database."""
 
-    def __init__(self, url: str, schema: str, keep: int = 8) -> None:
+    def __init__(self, url: str, schema: str, size: int = DEFAULT_PER_COLLECTION) -> None:
         """Nothing is opened until a collection is first used."""
-        self.url, self.schema, self._keep = url, schema, keep
+        self.url, self.schema, self._size = url, schema, size
         self._idle: dict[str, list[Index]] = {}
+        self._slots: dict[str, threading.BoundedSemaphore] = {}
         self._generation: dict[str, int] = {}
         self._lock = threading.Lock()
         self._closed = False
 
     @contextmanager
     def index(self, name: str) -> Iterator[Index]:
-        """An open Index of collection ``name``, for this thread until the block ends."""
+        """An open Index of collection ``name``, for this thread until the block ends (waiting while
+        ``size`` requests use the collection's indexes)."""
         with self._lock:
-            idle = self._idle.get(name)
-            index = idle.pop() if idle else None
-            generation = self._generation.get(name, 0)
-        if index is None:
-            index = Index.open(self.url, name, schema=self.schema)
-        reusable = False
-        try:
-            yield index
-            reusable = True
-        except NeardupError as exc:
-            reusable = not isinstance(exc, DatabaseError | InternalError)
-            raise
-        finally:
+            slots = self._slots.setdefault(name, threading.BoundedSemaphore(self._size))
+        with slots:
             with self._lock:
-                if reusable and not self._closed and generation == self._generation.get(name, 0):
-                    idle = self._idle.setdefault(name, [])
-                    if len(idle) < self._keep:
-                        idle.append(index)
+                idle = self._idle.get(name)
+                index = idle.pop() if idle else None
+                generation = self._generation.get(name, 0)
+            if index is None:
+                index = Index.open(self.url, name, schema=self.schema)
+            reusable = False
+            try:
+                yield index
+                reusable = True
+            except NeardupError as exc:
+                reusable = not isinstance(exc, DatabaseError | InternalError)
+                raise
+            finally:
+                with self._lock:
+                    if reusable and not self._closed and generation == self._generation.get(name, 0):
+                        self._idle.setdefault(name, []).append(index)
                         index = None
-            if index is not None:
-                index.close()
+                if index is not None:
+                    index.close()
 
     def forget(self, name: str) -> None:
         """Close the idle indexes of ``name`` and keep none of those in use (it was dropped)."""
