@@ -204,17 +204,15 @@ def main() -> None:
             tokens.insert(Scope(conn, schema), digest(secret), shown_prefix(secret), "read", None, "bench")
 
         def check_one(text: str) -> object:
-            return list(index.check([{"id": "q", "text": text}]))  # type: ignore[attr-defined]
+            return list(index.check([{"id": "q", "text": text}]))
 
-        has_check = hasattr(index, "check")
         local_query = in_process(lambda t: index.query(t), texts)
-        local_check = in_process(check_one, texts) if has_check else []
+        local_check = in_process(check_one, texts)
         base = stack.enter_context(serving(url, schema))
         query_bodies: list[object] = [{"text": t} for t in texts]
         check_bodies: list[object] = [[{"id": "q", "text": t}] for t in texts]
         rows = [("query", "in-process `Index.query`", "–", *_cells(local_query))]
-        if has_check:
-            rows.append(("check", "in-process `Index.check`", "–", *_cells(local_check)))
+        rows.append(("check", "in-process `Index.check`", "–", *_cells(local_check)))
         for clients in CONCURRENCY:
             rate, lat = closed_loop(base, secret, "/v1/collections/debian/query", query_bodies, clients)
             rows.append(("query", "HTTP", str(clients), f"{rate:,.0f}", *_cells(lat)[1:]))

@@ -321,3 +321,188 @@ def test_driver_warnings_do_not_add_lines_to_an_error() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
     assert done.returncode == 0
     assert "rollback" not in done.stderr
+
+
+def test_every_stored_parameter_has_an_option_with_its_default() -> None:
+    from neardup.cli import PARAM_OPTIONS
+    from neardup.config import DEFAULT_THRESHOLD, PARAM_DEFAULTS, PARAM_FIELDS
+
+    assert set(PARAM_OPTIONS) == set(PARAM_FIELDS)
+    init = build_parser().parse_args(["init"])
+    assert {name: getattr(init, name) for name in PARAM_FIELDS} == PARAM_DEFAULTS
+    assert init.threshold == DEFAULT_THRESHOLD
+    rebuild = build_parser().parse_args(["rebuild"])
+    assert all(getattr(rebuild, name) is None for name in (*PARAM_FIELDS, "threshold", "bands", "rows"))
+
+
+def test_init_sets_every_parameter(cli: Run) -> None:
+    status, out, _ = cli(
+        "init",
+        *("--scheme", "classic", "--num-perm", "64", "--unicode-form", "NFC", "--case", "keep"),
+        *("--no-collapse-whitespace", "--shingle", "word", "--k", "2", "--seed", "9", "--format", "json"),
+    )
+    assert status == 0
+    shown = {r["parameter"]: r["value"] for r in json.loads(out)}
+    assert {k: shown[k] for k in ("scheme", "num_perm", "unicode_form", "case", "shingle", "k", "seed")} == {
+        "scheme": "classic",
+        "num_perm": 64,
+        "unicode_form": "NFC",
+        "case": "keep",
+        "shingle": "word",
+        "k": 2,
+        "seed": 9,
+    }
+    assert shown["collapse_whitespace"] is False
+
+
+def test_rebuild_changes_parameters_and_pairs_equal_brute_force(cli: Run, tmp_path: Path) -> None:
+    from neardup.core import Params
+
+    docs = planted_corpus(n_sources=8, copies=2, seed=53)
+    assert cli("init", "--threshold", "0.5", "--bands", "64", "--rows", "2")[0] == 0
+    assert cli("add", str(_jsonl(tmp_path / "d.jsonl", docs)))[0] == 0
+    status, out, err = cli("rebuild", "--threshold", "0.6", "--bands", "32", "--rows", "4", "--k", "3")
+    assert status == 0, err
+    assert err.count("\n") == 1
+    assert "(threshold: 0.5 -> 0.6; bands: 64 -> 32; rows: 2 -> 4; k: 5 -> 3)" in err
+    assert "bands\t32" in out
+    _, out, _ = cli("stats", "--format", "json")
+    stats = {r["name"]: r["value"] for r in json.loads(out)}
+    assert (stats["threshold"], stats["params.bands"], stats["params.rows"], stats["params.k"]) == (
+        0.6,
+        32,
+        4,
+        3,
+    )
+    truth = brute_force_pairs(docs, Params(bands=32, rows=4, k=3), 0.6)
+    _, out, _ = cli("pairs", "--format", "jsonl")
+    assert {(r["id_a"], r["id_b"]) for r in map(json.loads, out.splitlines())} == set(truth)
+    assert cli("rebuild", "--case", "keep", "--no-collapse-whitespace")[0] == 0
+    _, out, _ = cli("stats", "--format", "json")
+    stats = {r["name"]: r["value"] for r in json.loads(out)}
+    assert (stats["params.case"], stats["params.collapse_whitespace"], stats["params.k"]) == (
+        "keep",
+        False,
+        3,
+    )
+
+
+def test_rebuild_of_a_collection_without_text_refuses_a_k_change_in_one_line(
+    cli: Run, tmp_path: Path, database_url: str, schema: str
+) -> None:
+    from tests._state import collection_state
+
+    cli("init", "--no-store-text")
+    cli("add", str(_jsonl(tmp_path / "d.jsonl", [("x", "some text here"), ("y", "some text there")])))
+    before = collection_state(database_url, schema, cli.collection).comparable()
+    status, out, err = cli("rebuild", "--k", "3")
+    assert (status, out) == (1, "")
+    assert err.startswith("neardup: error: ")
+    assert err.count("\n") == 1
+    assert "stores no text" in err
+    assert "k: 5 != 3" in err
+    assert collection_state(database_url, schema, cli.collection).comparable() == before
+    assert cli("rebuild", "--threshold", "0.7")[0] == 0  # re-banding needs no text
+
+
+# -- regressions: each of these ended in a traceback, or was accepted by one command and refused by
+# -- another, before the options were checked in the parser and files read through readers.py.
+
+
+def _one_error_line(result: tuple[int, str, str], *needles: str) -> None:
+    status, out, err = result
+    assert (status, out) == (1, ""), err
+    assert err.startswith("neardup: error: ")
+    assert err.count("\n") == 1
+    for needle in needles:
+        assert needle in err
+
+
+def test_query_file_problems_end_in_one_line(
+    cli: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: UnicodeDecodeError, FileNotFoundError and IsADirectoryError tracebacks.
+    cli("init")
+    latin = tmp_path / "latin1.txt"
+    latin.write_bytes(b"first line\ncaf\xe9\n")
+    _one_error_line(cli("query", "--file", str(latin)), f"{latin}:2: not valid UTF-8")
+    _one_error_line(cli("query", "--file", str(tmp_path / "missing.txt")), "No such file or directory")
+    _one_error_line(cli("query", "--file", str(tmp_path)), f"{tmp_path}: is a directory")
+    utf16 = tmp_path / "utf16.txt"
+    utf16.write_bytes("a query".encode("utf-16"))
+    _one_error_line(cli("query", "--file", str(utf16)), "UTF-16")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9"), encoding="utf-8"))
+    _one_error_line(cli("query", "-"), "<stdin>:1: not valid UTF-8")  # stdin as set above
+
+
+def test_output_paths_that_cannot_be_written_are_refused_before_any_work(
+    cli: Run, tmp_path: Path, database_url: str, schema: str
+) -> None:
+    from tests._state import collection_state
+
+    cli("init")
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"id": "a", "text": "a text"}) + "\n" + json.dumps({"id": "b"}) + "\n")
+    missing = tmp_path / "no-such-dir"
+    # Before: FileNotFoundError tracebacks (add's --rejects after its batches had committed).
+    _one_error_line(
+        cli("dedup", str(source), "--out", str(missing / "o.jsonl")), "--out", "no such directory"
+    )
+    _one_error_line(cli("dedup", str(source), "--out", str(tmp_path)), "is a directory")
+    _one_error_line(cli("add", str(source), "--skip-bad", "--rejects", str(missing / "r.jsonl")), "--rejects")
+    assert collection_state(database_url, schema, cli.collection).documents == []
+    _one_error_line(cli("eval", "--plot", str(missing / "r.png")), "--plot")
+    _one_error_line(cli("tune", "--threshold", "0.8", "--plot", str(missing / "s.png")), "--plot")
+
+
+def test_dedup_onto_its_own_input_keeps_the_input_whole(cli: Run, tmp_path: Path) -> None:
+    # Before: --out truncated the file before it was read, and dedup then called it empty.
+    docs = [("a", "the same words in the same order"), ("b", "the same words in the same order!")]
+    source = _jsonl(tmp_path / "in.jsonl", docs)
+    cli("init", "--threshold", "0.5")
+    cli("add", str(source))
+    status, _, err = cli("dedup", str(source), "--out", str(source))
+    assert status == 0, err
+    assert [json.loads(line)["id"] for line in source.read_text().splitlines()] == ["a"]
+    assert [p.name for p in tmp_path.iterdir()] == ["in.jsonl"]  # nothing left beside it
+
+
+def test_an_option_takes_the_same_values_in_every_command(cli: Run) -> None:
+    # Before: pairs --min-jaccard 2 listed nothing and succeeded, query refused it; query --limit -1
+    # silently dropped the last hit; --limit 0 printed nothing.
+    cli("init")
+    for argv in (["pairs", "--min-jaccard", "2"], ["query", "--text", "x", "--min-jaccard", "2"]):
+        status, _, err = cli(*argv)
+        assert status == 2
+        assert "argument --min-jaccard: min_jaccard must be in [0, 1], got 2.0" in err
+    for value in ("-1", "0"):
+        status, _, err = cli("query", "--text", "x", "--limit", value)
+        assert status == 2
+        assert f"argument --limit: must be at least 1, got {value}" in err
+    for argv in (
+        ["tune", "--threshold", "1.5"],
+        ["init", "--threshold", "1.5"],
+        ["rebuild", "--threshold", "1.5"],
+    ):
+        status, _, err = cli(*argv)
+        assert status == 2
+        assert "argument --threshold: threshold must be in (0, 1], got 1.5" in err
+    for argv in (["tune", "--threshold", "0.8", "--num-perm", "0"], ["init", "--num-perm", "0"]):
+        assert "argument --num-perm: num_perm must be in [1, 8192], got 0" in cli(*argv)[2]
+
+
+def test_remove_refuses_an_id_no_document_can_have_in_one_line(cli: Run) -> None:
+    # Before: a UnicodeEncodeError traceback from the driver (a non-UTF-8 byte in argv).
+    cli("init")
+    _one_error_line(cli("remove", "ok", "a\udcff"), "ID 2", "not valid Unicode")
+    _one_error_line(cli("remove", "a\x00b"), "ID 1", "NUL")
+
+
+def test_dedup_input_nested_too_deeply_ends_in_one_line(cli: Run, tmp_path: Path) -> None:
+    # Before: RecursionError tracebacks from json.loads, in add and in dedup.
+    cli("init")
+    deep = tmp_path / "deep.jsonl"
+    deep.write_bytes(b'{"id": "d", "text": "t", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n")
+    _one_error_line(cli("add", str(deep)), f"{deep}:1: JSON nested too deeply")
+    _one_error_line(cli("dedup", str(deep), "--out", str(tmp_path / "o.jsonl")), f"{deep}:1: JSON nested")
+    assert not (tmp_path / "o.jsonl").exists()  # no half-written output

@@ -1,6 +1,7 @@
 """Hypothesis feeds arbitrary records and texts through ingest and query on a real PostgreSQL: nothing
-crashes, nothing but InputError is raised, a refused batch leaves nothing of itself, and what is
-stored is exactly what was given."""
+crashes, nothing but InputError is raised, a refused batch leaves nothing of itself, an id repeated
+anywhere in one call is refused whatever the batch size, and what is stored is exactly what was
+given."""
 
 from __future__ import annotations
 
@@ -108,18 +109,16 @@ def state(database_url: str, fuzz_index: Index) -> Callable[[], State]:
 
 
 def _first_refused(records: list[Any], batch_size: int) -> tuple[int | None, dict[str, tuple[str, Any]]]:
-    """The position of the first record neardup must refuse (invalid, or an id repeated in its batch),
-    and what the batches before it store."""
-    stored: dict[str, tuple[str, Any]] = {}
-    for start in range(0, len(records), batch_size):
-        batch: dict[str, tuple[str, Any]] = {}
-        for pos, record in enumerate(records[start : start + batch_size], start):
-            valid = _valid(record)
-            if valid is None or valid[0] in batch:
-                return pos, stored
-            batch[valid[0]] = (valid[1], valid[2])
-        stored.update(batch)
-    return None, stored
+    """The position of the first record neardup must refuse (invalid, or an id repeated anywhere
+    before it in the call), and what the batches before its batch store."""
+    seen: set[str] = set()
+    for pos, record in enumerate(records):
+        valid = _valid(record)
+        if valid is None or valid[0] in seen:
+            committed = records[: pos - pos % batch_size]
+            return pos, {v[0]: (v[1], v[2]) for v in map(_valid, committed) if v is not None}
+        seen.add(valid[0])
+    return None, {v[0]: (v[1], v[2]) for v in map(_valid, records) if v is not None}
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,35 +1,51 @@
-"""Reading and checking records (no database): the memory-flat record of ids already read."""
+"""Checking records (no database but the last test): Document, the memory-flat record of ids
+already read, and the one rule for a repeated id, the same in ``Index.add`` and the command line."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup import records
+from neardup import readers, records
 from neardup.errors import InputError
-from neardup.records import SourceRecord, checked_records
+from neardup.readers import SourceRecord, checked
+from neardup.records import Document, SeenIds, documents, to_document
+from tests._state import collection_state
 
 
 @given(
     ids=st.lists(st.text(max_size=4), max_size=60),
     merge_every=st.integers(1, 7),
-    files=st.lists(st.sampled_from(["a.jsonl", "dir/b c.csv", "x:y.tsv"]), min_size=60, max_size=60),
+    files=st.lists(
+        st.sampled_from(["a.jsonl", "dir/b c.csv", "x:y.tsv", "record", "dir/f 0"]), min_size=60, max_size=60
+    ),
 )
 def test_seen_ids_agree_with_a_dict_across_merges(ids: list[str], merge_every: int, files: list[str]) -> None:
     old = records._MERGE_EVERY
     records._MERGE_EVERY = merge_every
     try:
-        seen = records._SeenIds()
+        seen = SeenIds()
         reference: dict[str, str] = {}
         for n, (doc_id, name) in enumerate(zip(ids, files, strict=False), 1):
             assert seen.place_of(doc_id) == reference.get(doc_id)
             if doc_id not in reference:
-                where = f"{name}:{n}"
+                where = f"{name}:{n}" if n % 3 else (f"{name} {n}" if n % 2 else name)
                 seen.add(doc_id, where)
                 reference[doc_id] = where
     finally:
         records._MERGE_EVERY = old
+
+
+@given(st.text(st.sampled_from("ab: 0123456789"), max_size=20))
+def test_a_place_is_given_back_exactly(where: str) -> None:
+    seen = SeenIds()
+    seen.add("x", where)
+    assert seen.place_of("x") == where
 
 
 def test_a_repeat_far_apart_is_named_with_its_first_place(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -37,15 +53,84 @@ def test_a_repeat_far_apart_is_named_with_its_first_place(monkeypatch: pytest.Mo
     source = [SourceRecord(f"id{i}", f"text {i}", None, f"in.jsonl:{i + 1}", "") for i in range(100)]
     source.append(SourceRecord("id7", "again", None, "other.jsonl:3", ""))
     with pytest.raises(InputError, match=r"^other.jsonl:3: id 'id7' repeats in.jsonl:8$"):
-        list(checked_records(source))
-    bad: list[records.BadRecord] = []
-    assert len(list(checked_records(source, bad.append))) == 100
+        list(checked(source))
+    bad: list[readers.BadRecord] = []
+    assert len(list(checked(source, bad.append))) == 100
     assert [b.where for b in bad] == ["other.jsonl:3"]
 
 
-def test_a_checked_record_is_not_checked_again() -> None:
-    checked = records.check_record(("a", "text", {"n": (1, 2), "k": 1.5}), "here")
-    assert checked == ("a", "text", {"n": [1, 2], "k": 1.5})  # meta as jsonb will store it
-    assert records.check_record(checked, "there") is checked
+def test_documents_refuse_an_id_repeated_anywhere_naming_both_places(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(records, "_MERGE_EVERY", 3)
+    given_records: list[Any] = [(f"r{i}", f"text {i}") for i in range(9)]
+    given_records.append({"id": "r2", "text": "again"})
+    stream = documents(given_records)
+    assert [d.id for d in (next(stream) for _ in range(9))] == [f"r{i}" for i in range(9)]
+    with pytest.raises(InputError, match=r"^record 9: id 'r2' repeats record 2$"):
+        next(stream)
+    with pytest.raises(InputError, match=r"^record 15: id 'r2' repeats record 8$"):
+        list(documents(given_records[2:], start=8))
+
+
+def test_a_document_is_not_checked_again() -> None:
+    document = to_document(("a", "text", {"n": (1, 2), "k": 1.5}), "here")
+    assert document == Document("a", "text", {"n": [1, 2], "k": 1.5})  # meta as jsonb will store it
+    assert to_document(document, "there") is document
     with pytest.raises(InputError, match=r"^there: field 'id' must be a non-empty string"):
-        records.check_record(("", "text", None), "there")  # a plain tuple is checked
+        to_document(("", "text", None), "there")  # a plain tuple is checked
+
+
+@pytest.mark.parametrize("text", ["", " ", " \t\n\u00a0\u2003 "])
+def test_an_empty_or_blank_text_is_a_document(text: str) -> None:
+    assert to_document(("e", text), "here") == Document("e", text, None)
+    source = [SourceRecord("e", text, None, "in.jsonl:1", "")]
+    assert list(checked(source)) == [Document("e", text, None)]
+
+
+def test_metadata_nested_too_deeply_is_refused_in_one_line() -> None:
+    deep: Any = 1
+    for _ in range(5000):
+        deep = {"a": deep}
+    with pytest.raises(InputError, match=r"^here \(id 'm'\): field 'meta' is nested too deeply"):
+        to_document(("m", "text", deep), "here")
+
+
+def test_index_add_refuses_a_repeat_across_batches_whatever_the_batch_size(
+    make_index: Callable[..., Any], database_url: str
+) -> None:
+    """A repeat 3 records apart, batches of 2: records 0-1 and 2-3 are batches that commit before
+    the batch of records 4-5, where record 5 repeats record 2; that batch is refused whole (record 4
+    is not stored either), naming both places. Before, only a repeat inside one batch was refused:
+    across batches the second silently replaced the first, so the result depended on batch_size."""
+    index = make_index(bands=64, rows=2)
+    given_records = [(f"d{i}", f"document number {i} with some words") for i in range(5)]
+    given_records.append(("d2", "the same id again, another text"))
+    with pytest.raises(InputError, match=r"^record 5: id 'd2' repeats record 2$"):
+        index.add(given_records, batch_size=2)
+    stored = collection_state(database_url, index.schema, index.name)
+    assert [d[0] for d in stored.documents] == ["d0", "d1", "d2", "d3"]
+    assert {d[1] for d in stored.documents if d[0] == "d2"} == {
+        hashlib.md5(given_records[2][1].encode()).hexdigest()
+    }  # not replaced
+    assert stored.dangling == 0
+
+
+@settings(max_examples=30)
+@given(
+    ids=st.lists(st.sampled_from("abcdefg"), max_size=12),
+    batch_size=st.integers(1, 5),
+)
+def test_the_repeat_rule_is_the_same_in_the_library_and_the_command_line(
+    ids: list[str], batch_size: int
+) -> None:
+    def refusal(run: Callable[[], object]) -> str | None:
+        try:
+            run()
+        except InputError as exc:
+            return str(exc)
+        return None
+
+    library = refusal(lambda: list(documents([(i, "t") for i in ids])))
+    source = [SourceRecord(i, "t", None, f"record {n}", "") for n, i in enumerate(ids)]
+    command_line = refusal(lambda: list(checked(source)))
+    assert library == command_line
+    assert (library is None) == (len(set(ids)) == len(ids))

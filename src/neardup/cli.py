@@ -9,21 +9,29 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from typing import Any, TextIO
+from pathlib import Path
+from typing import Any, TextIO, TypeVar, get_args
 
 from neardup import __version__
-from neardup.errors import DatabaseConnectionError, NeardupError
-from neardup.records import (
+from neardup.config import DEFAULT_THRESHOLD, FN_WEIGHT, FP_WEIGHT, PARAM_DEFAULTS, PARAM_FIELDS
+from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme, check_minhash
+from neardup.core.normalize import CaseMode, UnicodeForm
+from neardup.core.shingle import ShingleKind, check_shingling
+from neardup.core.tuning import check_threshold
+from neardup.errors import DatabaseConnectionError, NeardupError, OutputError, ParamsError
+from neardup.readers import (
     DEFAULT_MAX_TEXT_LENGTH,
     FORMATS,
     BadRecord,
     SourceRecord,
     check_paths,
-    checked_records,
+    checked,
     read_records,
+    read_text,
 )
+from neardup.records import check_id
 
 OUTPUT_FORMATS = ("tsv", "csv", "jsonl", "json")
 # Redraw the progress line at most this often: a terminal cannot show more, and it costs a syscall.
@@ -31,6 +39,7 @@ _PROGRESS_SECONDS = 0.5
 
 EXAMPLES = {
     "init": "neardup init --threshold 0.8",
+    "rebuild": "neardup rebuild --threshold 0.9 --k 7",
     "add": "neardup add stories.jsonl.gz --format jsonl --id-field id --text-field body",
     "query": 'neardup query --text "Storms cut power to 40,000 homes" --limit 5',
     "pairs": "neardup pairs --min-jaccard 0.9 --format csv > pairs.csv",
@@ -109,6 +118,45 @@ def _round(x: float) -> float:
     return round(float(x), 6)
 
 
+def _check_writable(path: str, option: str) -> None:
+    """Refuse, before any work, an output path that cannot be written (OutputError naming it)."""
+    target = Path(path)
+    if target.is_dir():
+        raise OutputError(f"{option} {path}: is a directory, not a file")
+    folder = target.parent
+    if not folder.is_dir():
+        raise OutputError(f"{option} {path}: no such directory {str(folder)!r}")
+    if not os.access(target if target.exists() else folder, os.W_OK):
+        raise OutputError(f"{option} {path}: permission denied")
+
+
+@contextmanager
+def _written(path: str, option: str) -> Iterator[None]:
+    """Turns an OSError while writing ``path`` into one OutputError line naming it."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError(f"{option} {path}: {exc.strerror or exc}") from exc
+
+
+@contextmanager
+def _output(path: str, option: str, *, whole: bool = False) -> Iterator[TextIO]:
+    """``path`` opened for writing text. With ``whole``, a regular file is written beside it and
+    moved over it only when the block ends without an error, so nobody sees it half-written."""
+    target = Path(path)
+    staged = whole and (target.is_file() or not target.exists())
+    temporary = target.with_name(f".{target.name}.neardup-{os.getpid()}") if staged else target
+    try:
+        with _written(path, option), temporary.open("w", encoding="utf-8", newline="") as f:
+            yield f
+        if staged:
+            with _written(path, option):
+                os.replace(temporary, target)
+    finally:
+        if staged:
+            temporary.unlink(missing_ok=True)
+
+
 # -- commands ---------------------------------------------------------------------------------
 
 
@@ -117,28 +165,51 @@ def cmd_init(args: argparse.Namespace) -> int:
 
     with ExitStack() as stack:
         url = stack.enter_context(_database(args))
-        kwargs: dict[str, Any] = {
-            "num_perm": args.num_perm,
-            "shingle": args.shingle,
-            "k": args.k,
-            "seed": args.seed,
-            "store_text": not args.no_store_text,
-            "schema": args.schema,
-            "exist_ok": args.exist_ok,
-        }
+        kwargs: dict[str, Any] = {name: getattr(args, name) for name in PARAM_FIELDS}
         if args.bands is not None or args.rows is not None:
             kwargs.update(bands=args.bands, rows=args.rows)
-        index = stack.enter_context(Index.create(url, args.collection, args.threshold, **kwargs))
-        print(f"collection {index.name!r} ready: {index.params.banding(index.threshold)}", file=sys.stderr)
-        _emit(
-            args.format,
-            ["parameter", "value"],
-            [
-                *index.params.to_dict().items(),
-                ("threshold", index.threshold),
-                ("store_text", index.store_text),
-            ],
+        index = stack.enter_context(
+            Index.create(
+                url,
+                args.collection,
+                args.threshold,
+                store_text=not args.no_store_text,
+                schema=args.schema,
+                exist_ok=args.exist_ok,
+                **kwargs,
+            )
         )
+        print(f"collection {index.name!r} ready: {index.params.banding(index.threshold)}", file=sys.stderr)
+        _emit_params(args.format, index)
+    return 0
+
+
+def _emit_params(fmt: str, index: Any) -> None:
+    """The collection's parameters, threshold and text storage, one row each."""
+    _emit(
+        fmt,
+        ["parameter", "value"],
+        [*index.params.to_dict().items(), ("threshold", index.threshold), ("store_text", index.store_text)],
+    )
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    changed = {name: value for name in PARAM_FIELDS if (value := getattr(args, name)) is not None}
+    with ExitStack() as stack:
+        index = _open(args, stack)
+        before = (index.params, index.threshold)
+        start = time.monotonic()
+        index.rebuild(args.threshold, bands=args.bands, rows=args.rows, batch_size=args.batch_size, **changed)
+        differences = before[0].differences(index.params)
+        if before[1] != index.threshold:
+            differences.insert(0, f"threshold: {before[1]!r} != {index.threshold!r}")
+        what = "; ".join(d.replace(" != ", " -> ") for d in differences) or "no parameter changed"
+        print(
+            f"collection {index.name!r} rebuilt in {time.monotonic() - start:.1f} s ({what}): "
+            f"{index.params.banding(index.threshold)}",
+            file=sys.stderr,
+        )
+        _emit_params(args.format, index)
     return 0
 
 
@@ -162,6 +233,8 @@ def _progress(start: float) -> Any:
 def cmd_add(args: argparse.Namespace) -> int:
     rejected: list[BadRecord] = []
     check_paths(args.files)
+    if args.skip_bad:
+        _check_writable(args.rejects, "--rejects")
     with ExitStack() as stack:
         index = _open(args, stack)
         on_bad = rejected.append if args.skip_bad else None
@@ -169,7 +242,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         start = time.monotonic()
         try:
             result = index.add(
-                checked_records(records, on_bad, max_text_length=args.max_text_length),
+                checked(records, on_bad, max_text_length=args.max_text_length),
                 batch_size=args.batch_size,
                 progress=_progress(start),
             )
@@ -179,7 +252,7 @@ def cmd_add(args: argparse.Namespace) -> int:
             ) from exc
         finally:
             if rejected:
-                with open(args.rejects, "w", encoding="utf-8") as f:
+                with _output(args.rejects, "--rejects") as f:
                     for bad in rejected:
                         f.write(
                             json.dumps({"where": bad.where, "reason": bad.reason, "line": bad.raw}) + "\n"
@@ -188,7 +261,8 @@ def cmd_add(args: argparse.Namespace) -> int:
             print(file=sys.stderr)
         print(
             f"added {result.added}, replaced {result.replaced}, unchanged {result.unchanged}, "
-            f"rejected {len(rejected)}, new pairs {result.new_pairs} in {time.monotonic() - start:.1f} s"
+            f"empty {result.empty}, rejected {len(rejected)}, new pairs {result.new_pairs} "
+            f"in {time.monotonic() - start:.1f} s"
             + (f"; rejected records are in {args.rejects}" if rejected else ""),
             file=sys.stderr,
         )
@@ -196,13 +270,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    if args.text is not None:
-        text = args.text
-    elif args.file is not None and args.file != "-":
-        with open(args.file, encoding="utf-8") as f:
-            text = f.read()
-    else:
-        text = sys.stdin.read()
+    text = args.text if args.text is not None else read_text(args.file or "-")
     with ExitStack() as stack:
         index = _open(args, stack)
         hits = index.query(text, min_jaccard=args.min_jaccard, limit=args.limit)
@@ -235,6 +303,8 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 
 
 def cmd_dedup(args: argparse.Namespace) -> int:
+    check_paths(args.files)
+    _check_writable(args.out, "--out")
     with ExitStack() as stack:
         index = _open(args, stack)
         drop = {doc_id for ids in index.clusters() for doc_id in ids[1:]}
@@ -242,7 +312,9 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         records: Iterable[SourceRecord] = read_records(
             args.files, args.input_format, args.id_field, args.text_field
         )
-        with open(args.out, "w", encoding="utf-8", newline="") as out:
+        # Written beside --out and moved over it at the end: an input that fails half-way leaves
+        # no half-written output, and --out may name one of the inputs.
+        with _output(args.out, "--out", whole=True) as out:
             writer = None
             for rec in records:
                 if rec.id in drop:
@@ -262,6 +334,8 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
+    for n, doc_id in enumerate(args.ids, 1):
+        check_id(doc_id, f"ID {n}")
     with ExitStack() as stack:
         index = _open(args, stack)
         found = index.remove(args.ids)
@@ -313,12 +387,11 @@ EVAL_COLUMNS = (
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     if args.plot:
         from neardup.plot import pyplot
 
         pyplot()  # refuse before the work, not after it, when matplotlib is missing
+        _check_writable(args.plot, "--plot")
     with ExitStack() as stack:
         index = _open(args, stack)
         ev = index.evaluate(args.sample, seed=args.seed, floor=args.floor)
@@ -334,7 +407,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.plot:
         from neardup.plot import plot_evaluation
 
-        plot_evaluation(ev, Path(args.plot))
+        with _written(args.plot, "--plot"):
+            plot_evaluation(ev, Path(args.plot))
         print(f"report written to {args.plot}", file=sys.stderr)
     if args.format == "json":
         json.dump({**ev.to_dict(), "labelled_pairs": labelled, "labelled_duplicates": duplicates}, sys.stdout)
@@ -351,14 +425,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     from neardup.core import optimal_params
 
+    if args.plot:
+        _check_writable(args.plot, "--plot")
     b = optimal_params(args.threshold, args.num_perm, args.fp_weight, args.fn_weight)
     print(str(b), file=sys.stderr)
     if args.plot:
-        from pathlib import Path
-
         from neardup.plot import plot_scurve
 
-        plot_scurve(b, Path(args.plot))
+        with _written(args.plot, "--plot"):
+            plot_scurve(b, Path(args.plot))
         print(f"S-curve written to {args.plot}", file=sys.stderr)
     _emit(
         args.format,
@@ -566,6 +641,83 @@ def cmd_labels(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- option values: each range is checked here, once, so every command takes the same values ----
+
+_T = TypeVar("_T")
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def _option_type(parse: Callable[[str], _T], check: Callable[[_T], object], name: str) -> Callable[[str], _T]:
+    """An argparse ``type``: ``parse`` the text, then ``check`` the value (ParamsError says the range)."""
+
+    def convert(text: str) -> _T:
+        value = parse(text)
+        try:
+            check(value)
+        except ParamsError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+
+    convert.__name__ = name  # argparse names the type in some messages
+    return convert
+
+
+def _in(name: str, low: float, high: float, *, open_low: bool = False) -> Callable[[float], None]:
+    def check(value: float) -> None:
+        inside = (low < value if open_low else low <= value) and value <= high
+        if not inside:  # NaN is outside every range
+            bracket = "(" if open_low else "["
+            raise ParamsError(f"{name} must be in {bracket}{low:g}, {high:g}], got {value!r}")
+
+    return check
+
+
+def _at_least(low: int) -> Callable[[float], None]:
+    def check(value: float) -> None:
+        if not value >= low:
+            raise ParamsError(f"must be at least {low}, got {value!r}")
+
+    return check
+
+
+THRESHOLD = _option_type(_number, check_threshold, "threshold")
+MIN_JACCARD = _option_type(_number, _in("min_jaccard", 0, 1), "min_jaccard")
+FLOOR = _option_type(_number, _in("floor", 0, 1, open_low=True), "floor")
+WEIGHT = _option_type(_number, _in("weight", 0, float("inf")), "weight")
+POSITIVE = _option_type(_integer, _at_least(1), "positive")
+PORT = _option_type(_integer, _in("port", 0, 65535), "port")
+NUM_PERM = _option_type(_integer, lambda n: check_minhash(n, DEFAULT_SEED, DEFAULT_SCHEME), "num_perm")
+SEED = _option_type(_integer, lambda n: check_minhash(DEFAULT_NUM_PERM, n, DEFAULT_SCHEME), "seed")
+K = _option_type(_integer, lambda n: check_shingling("char", n), "k")
+# One option per Params field a caller may set (config.PARAM_FIELDS), for init and rebuild.
+PARAM_OPTIONS: dict[str, dict[str, Any]] = {
+    "num_perm": {"type": NUM_PERM, "metavar": "N", "help": "signature length"},
+    "scheme": {"choices": get_args(Scheme), "help": "MinHash scheme"},
+    "seed": {"type": SEED, "help": "seed of the hash functions"},
+    "shingle": {"choices": get_args(ShingleKind), "help": "character or word shingles"},
+    "k": {"type": K, "help": "shingle length (characters or words)"},
+    "unicode_form": {"choices": get_args(UnicodeForm), "help": "Unicode normalisation"},
+    "case": {"choices": get_args(CaseMode), "help": "case folding"},
+    "collapse_whitespace": {
+        "action": argparse.BooleanOptionalAction,
+        "help": "treat every run of whitespace as one space",
+    },
+}
+
+
 # -- parser -----------------------------------------------------------------------------------
 
 
@@ -606,30 +758,59 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--id-field", default="id")
         p.add_argument("--text-field", default="text")
 
+    def params(p: argparse.ArgumentParser, *, defaults: bool) -> None:
+        """The options of every stored parameter; with ``defaults``, those of a new collection."""
+        kept = "; default: unchanged" if not defaults else ""
+        p.add_argument(
+            "--threshold",
+            type=THRESHOLD,
+            default=DEFAULT_THRESHOLD if defaults else None,
+            help=f"Jaccard similarity of a near-duplicate, in (0, 1] (default {DEFAULT_THRESHOLD}"
+            + (")" if defaults else ", or unchanged)"),
+        )
+        p.add_argument("--bands", type=POSITIVE, help="LSH bands (with --rows; default: tuned)")
+        p.add_argument("--rows", type=POSITIVE, help="rows per band (with --bands; default: tuned)")
+        for name, spec in PARAM_OPTIONS.items():
+            default = PARAM_DEFAULTS[name]
+            shown = f"default {'--' if default is True else '--no-' if default is False else ''}"
+            shown += f"{name.replace('_', '-') if isinstance(default, bool) else default}"
+            p.add_argument(
+                f"--{name.replace('_', '-')}",
+                dest=name,
+                default=default if defaults else None,
+                **{**spec, "help": f"{spec['help']} ({shown}{kept})"},
+            )
+
     p = command("init", "Create the collection (migrating the schema if needed) and print its parameters.")
-    p.add_argument("--threshold", type=float, default=0.8)
-    p.add_argument("--num-perm", type=int, default=128)
-    p.add_argument("--bands", type=int)
-    p.add_argument("--rows", type=int)
-    p.add_argument("--shingle", choices=("char", "word"), default="char")
-    p.add_argument("--k", type=int, default=5)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--no-store-text", action="store_true")
+    params(p, defaults=True)
+    p.add_argument("--no-store-text", action="store_true", help="keep signatures only, not the texts")
     p.add_argument(
         "--exist-ok", action="store_true", help="reuse an existing collection with these parameters"
     )
     p.set_defaults(func=cmd_init)
 
+    p = command(
+        "rebuild",
+        "Change the collection's parameters and recompute its buckets, pairs and clusters.",
+        "Only the options given change. A new threshold, bands or rows re-band the stored signatures\n"
+        "without reading any text; any other change re-sketches every stored text (the collection\n"
+        "must store its texts). Bands and rows are re-tuned for the threshold unless both are given.\n"
+        "One transaction: on an error nothing changes.",
+    )
+    params(p, defaults=False)
+    p.add_argument("--batch-size", type=POSITIVE, default=50_000, help="texts re-sketched at a time")
+    p.set_defaults(func=cmd_rebuild)
+
     p = command("add", "Add documents; each batch's verified pairs are stored before it commits.")
     inputs(p)
-    p.add_argument("--batch-size", type=int, default=50_000)
+    p.add_argument("--batch-size", type=POSITIVE, default=50_000, help="documents per transaction")
     p.add_argument(
         "--skip-bad", action="store_true", help="leave bad records out (counted) instead of stopping"
     )
     p.add_argument("--rejects", default="rejected.jsonl", help="with --skip-bad: where to write them")
     p.add_argument(
         "--max-text-length",
-        type=int,
+        type=POSITIVE,
         default=DEFAULT_MAX_TEXT_LENGTH,
         metavar="CHARS",
         help=f"refuse longer texts as bad records (default {DEFAULT_MAX_TEXT_LENGTH:,} characters)",
@@ -641,12 +822,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--text")
     g.add_argument("--file", help="a file with the text, or - for stdin")
     g.add_argument("stdin", nargs="?", choices=["-"], help="read the text from stdin")
-    p.add_argument("--min-jaccard", type=float)
-    p.add_argument("--limit", type=int)
+    p.add_argument(
+        "--min-jaccard", type=MIN_JACCARD, help="lowest similarity, in [0, 1] (default: threshold)"
+    )
+    p.add_argument("--limit", type=POSITIVE, help="at most this many (default: all)")
     p.set_defaults(func=cmd_query)
 
     p = command("pairs", "Every verified near-duplicate pair: id_a, id_b, jaccard.")
-    p.add_argument("--min-jaccard", type=float)
+    p.add_argument(
+        "--min-jaccard", type=MIN_JACCARD, help="lowest similarity, in [0, 1] (default: threshold)"
+    )
     p.set_defaults(func=cmd_pairs)
 
     p = command("clusters", "Clusters of near-duplicates: cluster, id, representative.")
@@ -673,17 +858,25 @@ def build_parser() -> argparse.ArgumentParser:
         "stored, the empirical and theoretical (S-curve) candidate probability with its standard\n"
         "error, and the stored pairs of the whole collection; --format json gives it all as one object.",
     )
-    p.add_argument("--sample", type=int, default=1000, help="contents to sample (default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
-    p.add_argument("--floor", type=float, help="lowest similarity evaluated (default: half the threshold)")
+    p.add_argument("--sample", type=POSITIVE, default=1000, help="contents to sample (default 1000)")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the sample (default 0)")
+    p.add_argument(
+        "--floor",
+        type=FLOOR,
+        help="lowest similarity evaluated, in (0, threshold] (default: half the threshold)",
+    )
     p.add_argument("--plot", metavar="PNG", help="also draw the similarity histogram and the S-curve")
     p.set_defaults(func=cmd_eval)
 
     p = command("tune", "Choose bands and rows for a threshold (no database needed).")
-    p.add_argument("--threshold", type=float, required=True)
-    p.add_argument("--num-perm", type=int, default=128)
-    p.add_argument("--fp-weight", type=float, default=0.2)
-    p.add_argument("--fn-weight", type=float, default=0.8)
+    p.add_argument("--threshold", type=THRESHOLD, required=True, help="in (0, 1]")
+    p.add_argument("--num-perm", type=NUM_PERM, default=PARAM_DEFAULTS["num_perm"], help="signature length")
+    p.add_argument(
+        "--fp-weight", type=WEIGHT, default=FP_WEIGHT, help=f"weight of false positives (default {FP_WEIGHT})"
+    )
+    p.add_argument(
+        "--fn-weight", type=WEIGHT, default=FN_WEIGHT, help=f"weight of false negatives (default {FN_WEIGHT})"
+    )
     p.add_argument("--plot", metavar="PNG", help="also draw the S-curve with the FP and FN areas")
     p.set_defaults(func=cmd_tune)
 
@@ -701,8 +894,8 @@ def build_parser() -> argparse.ArgumentParser:
         "at /openapi.json, the review pages at /review/. Needs `pip install 'neardup[service]'`.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
-    p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--port", type=PORT, default=8080, help="port (default 8080)")
+    p.add_argument("--workers", type=POSITIVE, default=1, help="worker processes (default 1)")
     p.add_argument(
         "--no-auth",
         action="store_true",
@@ -710,7 +903,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--max-body-bytes",
-        type=int,
+        type=POSITIVE,
         default=32 * 1024 * 1024,
         help="larger request bodies get 413 (default 32 MiB)",
     )
@@ -751,7 +944,10 @@ class _StderrHandler(logging.Handler):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 on success, 1 on an error, 2 on bad usage)."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # bad usage (2), --help or --version (0), already printed
+        return exc.code if isinstance(exc.code, int) else 2
     # The embedded server says what it does (as root: which user runs it, where its data is).
     server_log = logging.getLogger("neardup.server")
     if not server_log.handlers:

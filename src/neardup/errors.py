@@ -53,3 +53,7 @@ class InternalError(NeardupError, RuntimeError):
 
 class UnicodeVersionWarning(UserWarning):
     """The collection was built under another Unicode database; normalisation may differ slightly."""
+
+
+class OutputError(NeardupError, OSError):
+    """A result could not be written where it was asked for; the message names the file."""

@@ -19,16 +19,25 @@ from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED,
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import Params
 from neardup.core.shingle import ShingleKind
-from neardup.errors import CollectionExistsError, CollectionNotFoundError, NeardupError, UnicodeVersionWarning
+from neardup.errors import (
+    CollectionExistsError,
+    CollectionNotFoundError,
+    NeardupError,
+    ParamsError,
+    UnicodeVersionWarning,
+)
 from neardup.evaluation import Evaluation
 from neardup.ingest import DEFAULT_BATCH_SIZE, AddResult, Writer
 from neardup.measure import evaluate
-from neardup.records import Record
-from neardup.search import similar
+from neardup.records import Record, to_document
+from neardup.search import CheckResult, check, similar
 from neardup.storage import catalog, listings, migrate, statistics
 from neardup.storage.connect import Connection, connect, transaction, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
 from neardup.storage.scope import Scope
+
+# Documents checked per round trip: one bucket probe and one read of signatures and texts each.
+CHECK_BATCH_SIZE = 10_000
 
 
 @dataclass(frozen=True)
@@ -260,6 +269,25 @@ class Index:
         with translated(f"querying {self.name!r}"):
             return similar(self._scope, self.config, self._writer.sketcher, text, min_jaccard, limit)
 
+    def check(
+        self,
+        records: Iterable[Record],
+        *,
+        min_jaccard: float | None = None,
+        limit: int | None = None,
+        batch_size: int = CHECK_BATCH_SIZE,
+    ) -> Iterator[CheckResult]:
+        """For each record, in input order, its id and its stored near-duplicates (id, similarity)
+        best first, as ``query`` finds them; stores nothing. Records are taken as ``add`` takes
+        them (a bad one raises InputError naming its position), ``batch_size`` per round trip."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ParamsError(f"batch_size must be a positive integer, got {batch_size!r}")
+        checked = (to_document(r, f"record {n}") for n, r in enumerate(records))
+        while batch := list(itertools.islice(checked, batch_size)):
+            with translated(f"checking documents against {self.name!r}"):
+                found = check(self._scope, self.config, self._writer.sketcher, batch, min_jaccard, limit)
+            yield from found
+
     def pairs(self, min_jaccard: float | None = None) -> Iterator[tuple[str, str, float]]:
         """Every stored near-duplicate pair (id_a < id_b, similarity), copies of one text included.
 
@@ -314,4 +342,12 @@ class Index:
             return evaluate(self._scope, self.name, self.config, self._writer.sketcher, sample, seed, floor)
 
 
-__all__ = ["AddResult", "Evaluation", "Index", "NeardupError", "Stats", "UnicodeVersionWarning"]
+__all__ = [
+    "AddResult",
+    "CheckResult",
+    "Evaluation",
+    "Index",
+    "NeardupError",
+    "Stats",
+    "UnicodeVersionWarning",
+]

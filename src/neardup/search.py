@@ -1,16 +1,27 @@
-"""Looking a text up in a collection: its bucket neighbours, verified like an ingest's candidates."""
+"""Looking texts up in a collection: their bucket neighbours, verified like an ingest's candidates.
+
+``similar`` answers one text; ``check`` answers a batch of documents at once (one bucket probe,
+one read of signatures and texts), storing nothing.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from neardup.config import IndexConfig
+from neardup.core.candidates import bucket_matches
+from neardup.core.lsh import distinct_keys
 from neardup.core.ragged import concat
 from neardup.core.sketch import Sketcher
 from neardup.core.verify import exact_jaccard, prefilter_floor, signature_agreement
 from neardup.errors import InputError, ParamsError
-from neardup.storage import buckets
-from neardup.storage.scope import Scope
+from neardup.records import Document
+from neardup.storage import buckets, contents, documents
+from neardup.storage.connect import transaction
+from neardup.storage.scope import Scope, read_snapshot
 
 
 def similar(
@@ -56,3 +67,62 @@ def _fraction(value: object, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
         raise ParamsError(f"{name} must be in [0, 1], got {value!r}")
     return float(value)
+
+
+class CheckResult(NamedTuple):
+    """An input document's id and its stored near-duplicates, (id, similarity) best first."""
+
+    id: str
+    matches: list[tuple[str, float]]
+
+
+def check(
+    scope: Scope,
+    config: IndexConfig,
+    sketcher: Sketcher,
+    batch: Sequence[Document],
+    min_jaccard: float | None = None,
+    limit: int | None = None,
+) -> list[CheckResult]:
+    """Each document's stored near-duplicates, in input order, read in one snapshot; nothing is
+    stored. Similarity and recall as for ``similar`` (only documents sharing a bucket are seen)."""
+    floor = config.threshold if min_jaccard is None else _fraction(min_jaccard, "min_jaccard")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ParamsError(f"limit must be a non-negative integer, got {limit!r}")
+    sketch = sketcher.sketch([d.text for d in batch])
+    bearing = np.flatnonzero(sketch.shingle_counts > 0)
+    keys = sketcher.band_keys(sketch.signatures[bearing])
+    found: dict[int, list[tuple[str, float]]] = {}
+    with transaction(scope.conn):
+        read_snapshot(scope.conn, read_only=False)
+        stored = buckets.members_of(scope, *distinct_keys(keys)) if bearing.size else ()
+        row, content = bucket_matches(keys, *stored) if bearing.size else (np.empty(0, np.int64),) * 2
+        ids = np.unique(content)
+        stored_ids, stored_sigs = contents.signatures(scope, ids.tolist(), config.params.num_perm)
+        local = np.searchsorted(stored_ids, content)
+        sigs = np.concatenate([sketch.signatures[bearing], stored_sigs])
+        sim = signature_agreement(sigs, row, bearing.size + local)
+        if config.store_text:
+            least = prefilter_floor(floor, config.params.num_perm) if floor > 0 else 0.0
+            hopeful = np.flatnonzero(sim >= least)
+            needed = np.unique(content[hopeful])
+            texts = documents.texts(scope, needed.tolist())
+            stored_sets = sketcher.shingles([texts[i] for i in needed.tolist()])
+            sets = concat(sketch.distinct_shingles(bearing), stored_sets)
+            sim = np.zeros(content.size)
+            sim[hopeful] = exact_jaccard(
+                sets, row[hopeful], bearing.size + np.searchsorted(needed, content[hopeful])
+            )
+        ok = np.flatnonzero(sim >= floor)
+        names = documents.external_ids(scope, np.unique(content[ok]).tolist())
+    for i in ok.tolist():
+        position = int(bearing[row[i]])
+        found.setdefault(position, []).extend((name, float(sim[i])) for name in names[int(content[i])])
+    results = []
+    for position, document in enumerate(batch):
+        matches = sorted(found.get(position, []), key=lambda m: (-m[1], m[0]))
+        results.append(CheckResult(document.id, matches[:limit] if limit is not None else matches))
+    return results
+
+
+__all__ = ["CheckResult", "check", "similar"]

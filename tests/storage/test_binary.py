@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from neardup.errors import InternalError
 from neardup.storage.binary import copy_stream
 from neardup.storage.connect import Connection, connect
 
@@ -62,5 +63,5 @@ def test_int8_arrays_load_as_numpy(conn: Connection, values: np.ndarray) -> None
 
 
 def test_mismatched_column_lengths_are_refused() -> None:
-    with pytest.raises(ValueError, match="column 1 has 2 rows"):
+    with pytest.raises(InternalError, match="column 1 has 2 rows"):
         copy_stream([("int4", np.arange(3)), ("int8", np.arange(2))])

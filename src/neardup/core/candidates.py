@@ -12,6 +12,41 @@ from neardup.core.ragged import Ragged
 _BAND_MIX = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as a signed 64-bit integer
 
 
+def mixed_keys(band: npt.ArrayLike, bucket: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """One int64 per (band, bucket): equal for equal pairs, and for different ones with
+    probability ~2**-64 (which only adds candidates, never loses one)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(bucket, np.int64) ^ (np.asarray(band, np.int64) * _BAND_MIX)
+
+
+def bucket_matches(
+    keys: npt.NDArray[np.int64],
+    stored_band: npt.ArrayLike,
+    stored_bucket: npt.ArrayLike,
+    stored_content: npt.ArrayLike,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Distinct (row, content) pairs where row ``row`` of the key matrix (rows x bands) shares a
+    bucket with a stored (band, bucket, content) row; sorted by row, then content."""
+    rows, bands = keys.shape
+    wanted = mixed_keys(np.tile(np.arange(bands), rows), keys.reshape(-1))
+    stored = mixed_keys(stored_band, stored_bucket)
+    order = np.argsort(stored, kind="stable")
+    stored, content = stored[order], np.asarray(stored_content, np.int64)[order]
+    lo, hi = np.searchsorted(stored, wanted, "left"), np.searchsorted(stored, wanted, "right")
+    counts = hi - lo
+    row = np.repeat(np.arange(wanted.size) // bands, counts)
+    # The stored positions of each wanted key, concatenated without a Python loop.
+    starts = np.repeat(lo - np.r_[0, np.cumsum(counts)[:-1]], counts)
+    found = content[starts + np.arange(int(counts.sum()))]
+    if row.size == 0:
+        return row.astype(np.int64), found
+    if found.max() < 2**40 and rows < 2**23:
+        key = np.unique((row.astype(np.int64) << 40) | found)
+        return key >> 40, key & ((1 << 40) - 1)
+    unique = np.unique(np.stack([row, found], axis=1), axis=0)
+    return unique[:, 0].astype(np.int64), unique[:, 1].astype(np.int64)
+
+
 def bucket_groups(band: npt.ArrayLike, bucket: npt.ArrayLike, content: npt.ArrayLike) -> Ragged:
     """The members of each shared (band, bucket) as a ragged batch, each group sorted ascending.
 
@@ -19,8 +54,7 @@ def bucket_groups(band: npt.ArrayLike, bucket: npt.ArrayLike, content: npt.Array
     mixed key with probability ~2**-64 per pair of rows; that would only add candidates, which
     verification then rejects.
     """
-    with np.errstate(over="ignore"):
-        key = np.asarray(bucket, np.int64) ^ (np.asarray(band, np.int64) * _BAND_MIX)
+    key = mixed_keys(band, bucket)
     _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
     shared = counts[inverse] > 1
     key, members = key[shared], np.asarray(content, np.int64)[shared]

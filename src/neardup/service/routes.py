@@ -312,22 +312,14 @@ async def check(
     def run() -> dict[str, Any]:
         records = _records(body, request.headers.get("content-type", ""))
         with ctx.indexes.index(name) as index:
-            found = _check(index, records, min_jaccard, limit)
+            found = list(index.check(records, min_jaccard=min_jaccard, limit=limit))
         return {
-            "results": [{"id": i, "matches": [{"id": m, "jaccard": j} for m, j in hits]} for i, hits in found]
+            "results": [
+                {"id": r.id, "matches": [{"id": m, "jaccard": j} for m, j in r.matches]} for r in found
+            ]
         }
 
     return await run_in_threadpool(run)
-
-
-def _check(
-    index: Index, records: list[Document], min_jaccard: float | None, limit: int | None
-) -> list[tuple[str, list[tuple[str, float]]]]:
-    check = getattr(index, "check", None)
-    if check is not None:
-        return [(r.id, r.matches) for r in check(records, min_jaccard=min_jaccard, limit=limit)]
-    # Until Index.check reaches this branch: each text queried on its own (storing nothing either).
-    return [(d.id, index.query(d.text, min_jaccard, limit)) for d in records]
 
 
 # -- listings -------------------------------------------------------------------------------------

@@ -118,6 +118,18 @@ def texts(scope: Scope, content_ids: Sequence[int]) -> dict[int, str]:
     return {r[0]: r[1] for r in rows}
 
 
+def external_ids(scope: Scope, content_ids: Sequence[int]) -> dict[int, list[str]]:
+    """The ids of the documents of each content, sorted bytewise."""
+    rows = scope.conn.execute(
+        scope.sql(
+            'SELECT content_id, array_agg(external_id ORDER BY external_id COLLATE "C") FROM {documents_p} '
+            "WHERE collection_id = %s AND content_id IN (SELECT unnest(%s::int8[])) GROUP BY content_id"
+        ),
+        (scope.collection_id, list(content_ids)),
+    ).fetchall()
+    return {r[0]: list(r[1]) for r in rows}
+
+
 def content_texts(scope: Scope, chunk_rows: int) -> Iterator[tuple[npt.NDArray[np.int64], list[str]]]:
     """(content ids, texts) of every content with a stored text and at least one shingle, one text
     per content (its earliest document's), by content id, ``chunk_rows`` at a time; one statement

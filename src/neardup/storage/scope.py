@@ -64,7 +64,8 @@ def index_probes(conn: Connection) -> Iterator[None]:
     conn.execute("; ".join(f"RESET {name}" for name in _PROBE_SETTINGS))
 
 
-def read_snapshot(conn: Connection) -> None:
-    """Make the caller's just-begun transaction read-only and repeatable-read, so that all its
-    reads see one snapshot while writers carry on."""
-    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+def read_snapshot(conn: Connection, *, read_only: bool = True) -> None:
+    """Make the caller's just-begun transaction repeatable-read (and read-only unless told
+    otherwise: a bucket probe fills a temporary table), so that all its reads see one snapshot
+    while writers carry on."""
+    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ" + (", READ ONLY" if read_only else ""))

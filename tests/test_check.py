@@ -1,0 +1,107 @@
+"""Index.check: each input's stored near-duplicates, equal to brute force, with nothing stored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from neardup.core import shingles
+from neardup.errors import InputError, ParamsError
+from neardup.index import CheckResult, Index
+from tests._corpus import planted_corpus
+from tests._state import collection_state
+
+MakeIndex = Callable[..., Index]
+# Every pair at or above 0.5 is a candidate with probability > 0.99999 (64 bands of 2 rows).
+EXHAUSTIVE: dict[str, Any] = {"threshold": 0.5, "bands": 64, "rows": 2}
+
+
+def brute_force_matches(
+    stored: list[tuple[str, str]], text: str, index: Index, floor: float
+) -> list[tuple[str, float]]:
+    """Stored ids whose exact Jaccard with ``text`` reaches ``floor``, best first, ties by id."""
+    p = index.params
+
+    def shingle_set(t: str) -> set[int]:
+        return set(shingles(t, p.shingle, p.k, p.normalization).tolist())
+
+    probe = shingle_set(text)
+    out = []
+    for doc_id, stored_text in stored:
+        other = shingle_set(stored_text)
+        if probe and other and len(probe & other) / len(probe | other) >= floor:
+            out.append((doc_id, len(probe & other) / len(probe | other)))
+    return sorted(out, key=lambda m: (-m[1], m[0]))
+
+
+def test_check_equals_brute_force_and_stores_nothing(
+    make_index: MakeIndex, database_url: str, schema: str
+) -> None:
+    docs = planted_corpus(n_sources=12, copies=2, seed=3)
+    index = make_index(**EXHAUSTIVE)
+    index.add(docs[:24])
+    before = collection_state(database_url, schema, index.name)
+    # The unstored documents, a stored one, the same record twice, and an empty text.
+    inputs = [*docs[24:], docs[0], docs[24], ("blank", "   ")]
+    results = list(index.check(inputs, batch_size=4))
+    assert [r.id for r in results] == [d[0] for d in inputs]
+    for (doc_id, text), result in zip(inputs, results, strict=True):
+        expected = brute_force_matches(docs[:24], text, index, 0.5)
+        assert [m[0] for m in result.matches] == [m[0] for m in expected], doc_id
+        assert [m[1] for m in result.matches] == pytest.approx([m[1] for m in expected])
+    assert results[-3].matches[0] == (docs[0][0], 1.0)
+    assert results[-2] == results[0]
+    assert results[-1] == CheckResult("blank", [])
+    assert collection_state(database_url, schema, index.name) == before
+    # check answers as query does, one text at a time.
+    for (_, text), result in zip(inputs, results, strict=True):
+        assert result.matches == index.query(text)
+
+
+def test_check_floor_limit_and_bad_input(make_index: MakeIndex) -> None:
+    docs = planted_corpus(n_sources=5, copies=3, seed=8)
+    index = make_index(**EXHAUSTIVE)
+    index.add(docs)
+    probe = docs[0]
+    (top,) = index.check([probe], limit=1)
+    assert len(top.matches) == 1
+    (high,) = index.check([probe], min_jaccard=0.99)
+    assert high.matches == [(probe[0], 1.0)]
+    with pytest.raises(InputError, match="record 1"):
+        list(index.check([probe, ("x", 5)]))  # type: ignore[list-item]
+    with pytest.raises(ParamsError, match="min_jaccard"):
+        list(index.check([probe], min_jaccard=1.5))
+    with pytest.raises(ParamsError, match="batch_size"):
+        list(index.check([probe], batch_size=0))
+
+
+# The collection is made once and only read: the fixture outliving examples is what is wanted.
+@settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    picks=st.lists(st.integers(0, 35), min_size=1, max_size=12),
+    batch_size=st.integers(1, 5),
+)
+def test_check_in_batches_equals_one_query_per_text(
+    make_index: MakeIndex, picks: list[int], batch_size: int
+) -> None:
+    docs = planted_corpus(n_sources=12, copies=2, seed=11)
+    index = _shared(make_index, docs[:20])
+    inputs = [docs[i] for i in picks]
+    results = list(index.check(inputs, batch_size=batch_size))
+    assert [r.matches for r in results] == [index.query(t) for _, t in inputs]
+
+
+_SHARED: dict[int, Index] = {}
+
+
+def _shared(make_index: MakeIndex, docs: list[tuple[str, str]]) -> Index:
+    """One collection for every example of the property (hypothesis reruns the test body)."""
+    if id(make_index) not in _SHARED:
+        _SHARED.clear()
+        _SHARED[id(make_index)] = make_index(**EXHAUSTIVE)
+        _SHARED[id(make_index)].add(docs)
+    return _SHARED[id(make_index)]
