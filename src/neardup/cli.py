@@ -52,6 +52,9 @@ EXAMPLES = {
     "eval": "neardup eval --sample 2000 --seed 7 --plot report.png",
     "tune": "neardup tune --threshold 0.8 --num-perm 128 --plot scurve.png",
     "db": "neardup db upgrade",
+    "serve": "neardup --db postgresql://app@db/archive serve --host 0.0.0.0 --port 8080 --workers 2",
+    "token": "neardup token create --scope write --collection news --name ingest-bot",
+    "labels": "neardup --collection news labels --format jsonl > labels.jsonl",
 }
 
 
@@ -109,6 +112,7 @@ def _open(args: argparse.Namespace, stack: ExitStack) -> Any:
 
     url = stack.enter_context(_database(args))
     args.database = redacted(url)
+    args.url = url
     return stack.enter_context(Index.open(url, args.collection, schema=args.schema))
 
 
@@ -452,7 +456,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         index = _open(args, stack)
         ev = index.evaluate(args.sample, seed=args.seed, floor=args.floor)
+        duplicates, not_duplicates = _label_verdicts(args.url, args.schema, args.collection)
     print(str(ev), file=sys.stderr)
+    labelled = duplicates + not_duplicates
+    if labelled:
+        print(
+            f"precision by labels: {duplicates / labelled:.4f} ({duplicates} of {labelled} labelled stored "
+            "pairs are duplicates)",
+            file=sys.stderr,
+        )
     if args.plot:
         from neardup.plot import plot_evaluation
 
@@ -460,7 +472,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             plot_evaluation(ev, Path(args.plot))
         print(f"report written to {args.plot}", file=sys.stderr)
     if args.format == "json":
-        json.dump(ev.to_dict(), sys.stdout)
+        json.dump({**ev.to_dict(), "labelled_pairs": labelled, "labelled_duplicates": duplicates}, sys.stdout)
         sys.stdout.write("\n")
         return 0
 
@@ -510,6 +522,183 @@ def cmd_db(args: argparse.Namespace) -> int:
             migrate.downgrade(url, args.schema, args.revision)
         current = migrate.current_revision(url, args.schema)
         print(current or "none")
+    return 0
+
+
+def _label_verdicts(url: str, schema: str, name: str) -> tuple[int, int]:
+    """Of the collection's stored pairs that people labelled: (duplicates, not duplicates)."""
+    from contextlib import closing
+
+    from neardup.storage import labels, pages
+    from neardup.storage.connect import connect
+    from neardup.storage.scope import Scope
+
+    with closing(connect(url)) as conn:
+        scope = Scope(conn, schema)
+        row = pages.collection(scope, name)
+        return labels.verdicts(scope.with_collection(row.collection_id)) if row else (0, 0)
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    if args.no_auth and not _is_loopback(args.host):
+        print(
+            f"neardup: error: --no-auth is refused on {args.host}: without tokens the service may only "
+            "listen on a loopback address (127.0.0.1, ::1, localhost)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        import uvicorn
+
+        from neardup.service.app import create_app
+        from neardup.service.context import Settings
+    except ImportError as exc:
+        raise NeardupError(
+            f"neardup serve needs the service extra: pip install 'neardup[service]' ({exc})"
+        ) from exc
+    from neardup.storage import migrate
+    from neardup.storage.connect import redacted
+
+    with _database(args) as url:
+        try:
+            current, head = migrate.current_revision(url, args.schema), migrate.head_revision()
+        except DatabaseConnectionError as exc:
+            print(f"neardup: warning: {exc} (/healthz says 503 until it answers)", file=sys.stderr)
+            current = head = ""
+        if current != head:
+            print(
+                f"neardup: warning: schema {args.schema!r} is at revision {current or 'none'}, this neardup "
+                f"needs {head}: run `neardup db upgrade` (requests will get 503 until then)",
+                file=sys.stderr,
+            )
+        print(
+            f"neardup: serving {redacted(url)} (schema {args.schema}) on http://{args.host}:{args.port}"
+            + (" without tokens" if args.no_auth else ""),
+            file=sys.stderr,
+        )
+        common: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level}
+        if args.workers > 1:
+            os.environ.update(
+                NEARDUP_SERVE_URL=url,
+                NEARDUP_SERVE_SCHEMA=args.schema,
+                NEARDUP_SERVE_AUTH="0" if args.no_auth else "1",
+                NEARDUP_SERVE_MAX_BODY=str(args.max_body_bytes),
+            )
+            uvicorn.run(
+                "neardup.service.app:app_from_environment", factory=True, workers=args.workers, **common
+            )
+        else:
+            settings = Settings(url, args.schema, not args.no_auth, args.max_body_bytes)
+            uvicorn.run(create_app(settings), **common)
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from contextlib import closing
+
+    from neardup.errors import ParamsError
+    from neardup.service.credentials import digest, new_secret, shown_prefix
+    from neardup.storage import migrate, tokens
+    from neardup.storage.connect import connect
+    from neardup.storage.names import check_collection_name
+    from neardup.storage.scope import Scope
+
+    with _database(args) as url:
+        if args.action == "create":
+            if args.scope is None:
+                raise ParamsError("token create needs --scope read, write or admin")
+            if args.only_collection is not None:
+                check_collection_name(args.only_collection)
+            if migrate.current_revision(url, args.schema) != migrate.head_revision():
+                migrate.upgrade(url, args.schema)
+        with closing(connect(url)) as conn:
+            scope = Scope(conn, args.schema)
+            migrate.require_head(conn, args.schema)
+            if args.action == "create":
+                secret = new_secret()
+                token_id = tokens.insert(
+                    scope, digest(secret), shown_prefix(secret), args.scope, args.only_collection, args.name
+                )
+                where = f"collection {args.only_collection!r}" if args.only_collection else "every collection"
+                print(
+                    f"token {token_id} ({shown_prefix(secret)}...): {args.scope} on {where}; "
+                    "it is shown once, only its hash is stored",
+                    file=sys.stderr,
+                )
+                print(secret)
+            elif args.action == "list":
+                _emit(
+                    args.format,
+                    [
+                        "id",
+                        "prefix",
+                        "scope",
+                        "collection",
+                        "name",
+                        "created_at",
+                        "last_used_at",
+                        "revoked_at",
+                    ],
+                    (
+                        (
+                            t.token_id,
+                            t.prefix,
+                            t.scope,
+                            t.collection or "",
+                            t.name,
+                            t.created_at.isoformat(),
+                            t.last_used_at.isoformat() if t.last_used_at else "",
+                            t.revoked_at.isoformat() if t.revoked_at else "",
+                        )
+                        for t in tokens.all_tokens(scope)
+                    ),
+                )
+            else:
+                which = args.token
+                ids = [int(which)] if which.isdigit() else tokens.find_by_prefix(scope, which)
+                if len(ids) != 1:
+                    raise ParamsError(
+                        f"{which!r} names {'no' if not ids else len(ids)} live tokens; give the id"
+                    )
+                if not tokens.revoke(scope, ids[0]):
+                    raise ParamsError(f"no live token with id {ids[0]}")
+                print(f"token {ids[0]} revoked", file=sys.stderr)
+    return 0
+
+
+def cmd_labels(args: argparse.Namespace) -> int:
+    from contextlib import closing
+
+    from neardup.storage import labels, migrate
+    from neardup.storage.connect import connect
+    from neardup.storage.scope import Scope
+
+    with _database(args) as url, closing(connect(url)) as conn:
+        migrate.require_head(conn, args.schema)
+        rows = labels.export(Scope(conn, args.schema), None if args.all else args.collection)
+        columns = [
+            "collection",
+            "id_a",
+            "id_b",
+            "label",
+            "note",
+            "labelled_by",
+            "labelled_at",
+            "similarity",
+            "method",
+        ]
+        _emit(args.format, columns, ([r.to_dict()[c] for c in columns] for r in rows))
     return 0
 
 
@@ -570,6 +759,7 @@ MIN_JACCARD = _option_type(_number, _in("min_jaccard", 0, 1), "min_jaccard")
 FLOOR = _option_type(_number, _in("floor", 0, 1, open_low=True), "floor")
 WEIGHT = _option_type(_number, _in("weight", 0, float("inf")), "weight")
 POSITIVE = _option_type(_integer, _at_least(1), "positive")
+PORT = _option_type(_integer, _in("port", 0, 65535), "port")
 NUM_PERM = _option_type(_integer, lambda n: check_minhash(n, DEFAULT_SEED, DEFAULT_SCHEME), "num_perm")
 SEED = _option_type(_integer, lambda n: check_minhash(DEFAULT_NUM_PERM, n, DEFAULT_SCHEME), "seed")
 K = _option_type(_integer, lambda n: check_shingling("char", n), "k")
@@ -786,6 +976,52 @@ def build_parser() -> argparse.ArgumentParser:
         "--revision", default="base", help="downgrade target (default: base, which drops all data)"
     )
     p.set_defaults(func=cmd_db)
+
+    p = command(
+        "serve",
+        "Serve the HTTP API and the review pages for every collection of the database.",
+        "Clients send `Authorization: Bearer <token>` (see `neardup token`). The OpenAPI document is\n"
+        "at /openapi.json, the review pages at /review/. Needs `pip install 'neardup[service]'`.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=PORT, default=8080, help="port (default 8080)")
+    p.add_argument("--workers", type=POSITIVE, default=1, help="worker processes (default 1)")
+    p.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="no tokens needed (refused unless the host is a loopback address)",
+    )
+    p.add_argument(
+        "--max-body-bytes",
+        type=POSITIVE,
+        default=32 * 1024 * 1024,
+        help="larger request bodies get 413 (default 32 MiB)",
+    )
+    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    p.set_defaults(func=cmd_serve)
+
+    p = command(
+        "token",
+        "Create, list or revoke API tokens.",
+        "create prints the token once, on the last line of standard output; only its SHA-256 is stored.\n"
+        "read: query, check, pairs, clusters, documents, review pages; write: also add, delete and\n"
+        "label; admin: also create and drop collections. revoke takes the id or the prefix `list` shows.",
+    )
+    p.add_argument("action", choices=("create", "list", "revoke"))
+    p.add_argument("token", nargs="?", default="", help="revoke: the token's id or prefix")
+    p.add_argument("--scope", choices=("read", "write", "admin"), help="create: what it may do (required)")
+    p.add_argument(
+        "--collection",
+        dest="only_collection",
+        metavar="NAME",
+        help="create: limit the token to this collection (default: every collection)",
+    )
+    p.add_argument("--name", default="", help="create: a label to recognise it by")
+    p.set_defaults(func=cmd_token)
+
+    p = command("labels", "Export the labels people gave pairs on the review pages (of --collection).")
+    p.add_argument("--all", action="store_true", help="labels of every collection")
+    p.set_defaults(func=cmd_labels)
     return parser
 
 

@@ -12,8 +12,18 @@ from neardup.index import Index
 from neardup.storage import migrate
 from tests.conftest import psycopg_url
 
-TABLES = {"collections", "contents", "documents", "signatures", "buckets", "pairs"}
-VIEWS = {"document_list", "pair_list", "cluster_list"}
+TABLES = {
+    "collections",
+    "contents",
+    "documents",
+    "signatures",
+    "buckets",
+    "pairs",
+    "tokens",
+    "sessions",
+    "labels",
+}
+VIEWS = {"document_list", "pair_list", "cluster_list", "pair_labels"}
 
 
 @pytest.fixture

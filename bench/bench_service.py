@@ -1,0 +1,257 @@
+"""The HTTP service against the in-process Index, in one run: query and check on the Debian corpus.
+
+Loads Debian bookworm (63,956 package descriptions) into a fresh schema, starts `neardup serve`
+(one uvicorn worker, access log off) on a free loopback port, and measures:
+
+- in-process `Index.query` and `Index.check` latency, one caller;
+- over HTTP, query and check with 1, 8 and 32 concurrent clients (closed loop, keep-alive):
+  requests/s, p50 and p99;
+- over HTTP, queries sent at a fixed 200/s (open loop) for ``--rate-seconds``: p50 and p99 measured
+  from each request's scheduled start, so queueing counts.
+
+The client runs on the same machine as the server and competes with it for the CPU.
+
+    python bench/bench_service.py [--db URL] [--queries 2000] [--out docs/benchmarks/service.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+from _common import (
+    DEBIAN,
+    REPO,
+    Report,
+    bench_schema,
+    edited,
+    free_port,
+    header,
+    local_server,
+    pct,
+    read_jsonl,
+)
+from neardup.index import Index
+from neardup.service.credentials import digest, new_secret, shown_prefix
+from neardup.storage import tokens
+from neardup.storage.connect import connect
+from neardup.storage.scope import Scope
+
+CONCURRENCY = (1, 8, 32)
+RATE = 200  # queries per second in the open-loop run (the goal: p99 under 20 ms at this rate)
+
+
+@contextlib.contextmanager
+def serving(url: str, schema: str) -> Iterator[str]:
+    """`neardup serve` on a free port; yields its base URL."""
+    port = free_port()
+    argv = [sys.executable, "-m", "neardup", "--db", url, "--schema", schema, "serve", "--port", str(port)]
+    process = subprocess.Popen([*argv, "--log-level", "warning"], stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
+class Client:
+    """A keep-alive HTTP/1.1 client from the standard library (httpx's own overhead per request is
+    larger, and the client shares the CPU with the server)."""
+
+    def __init__(self, base: str, token: str) -> None:
+        parsed = urlsplit(base)
+        self.conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port or 80, timeout=60)
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def post(self, path: str, body: object) -> tuple[int, bytes]:
+        """Status and body of a POST of ``body`` as JSON."""
+        self.conn.request("POST", path, json.dumps(body).encode(), self.headers)
+        response = self.conn.getresponse()
+        return response.status, response.read()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+
+def closed_loop(
+    base: str, token: str, path: str, bodies: list[object], clients: int
+) -> tuple[float, list[float]]:
+    """(requests/s, latencies in ms) of ``clients`` threads sending ``bodies`` between them."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+    work = iter(bodies)
+
+    def run() -> None:
+        mine: list[float] = []
+        c = Client(base, token)
+        try:
+            while True:
+                with lock:
+                    body = next(work, None)
+                if body is None:
+                    break
+                t0 = time.perf_counter()
+                status, text = c.post(path, body)
+                mine.append(1000 * (time.perf_counter() - t0))
+                if status != 200:
+                    raise RuntimeError(f"{path}: {status} {text[:200]!r}")
+        finally:
+            c.close()
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=run) for _ in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return len(bodies) / (time.perf_counter() - t0), latencies
+
+
+def open_loop(base: str, token: str, path: str, bodies: list[object], rate: float) -> list[float]:
+    """Latencies (ms, from each request's scheduled start) of ``bodies`` sent at ``rate`` per second."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+    start = time.perf_counter() + 0.5
+    slots = iter(enumerate(bodies))
+
+    def run() -> None:
+        mine: list[float] = []
+        c = Client(base, token)
+        try:
+            while True:
+                with lock:
+                    item = next(slots, None)
+                if item is None:
+                    break
+                n, body = item
+                due = start + n / rate
+                time.sleep(max(0.0, due - time.perf_counter()))
+                c.post(path, body)
+                mine.append(1000 * (time.perf_counter() - due))
+        finally:
+            c.close()
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=run) for _ in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return latencies
+
+
+def in_process(fn: Callable[[str], object], texts: list[str]) -> list[float]:
+    for t in texts[:50]:
+        fn(t)
+    out = []
+    for t in texts:
+        t0 = time.perf_counter()
+        fn(t)
+        out.append(1000 * (time.perf_counter() - t0))
+    return out
+
+
+def main() -> None:
+    """Run the benchmark and write the report."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--db", help="PostgreSQL URL (default: a durable local server made for the run)")
+    parser.add_argument("--queries", type=int, default=2000, help="requests per measurement (default 2000)")
+    parser.add_argument(
+        "--rate-seconds", type=float, default=10.0, help="length of the 200/s run (default 10)"
+    )
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "service.md")
+    args = parser.parse_args()
+    if not DEBIAN.exists():
+        raise SystemExit(f"the Debian corpus is not at {DEBIAN}")
+    with contextlib.ExitStack() as stack:
+        url = args.db or stack.enter_context(local_server())
+        schema = stack.enter_context(bench_schema(url, "nd_bench_service"))
+        docs = list(read_jsonl(DEBIAN))
+        index = stack.enter_context(Index.create(url, "debian", 0.8, schema=schema))
+        t0 = time.perf_counter()
+        index.add(docs)
+        load_s = time.perf_counter() - t0
+        rng = random.Random(1)
+        texts = [edited(docs[rng.randrange(len(docs))][1], rng) for _ in range(args.queries)]
+        secret = new_secret()
+        with closing(connect(url)) as conn:
+            tokens.insert(Scope(conn, schema), digest(secret), shown_prefix(secret), "read", None, "bench")
+
+        def check_one(text: str) -> object:
+            return list(index.check([{"id": "q", "text": text}]))
+
+        local_query = in_process(lambda t: index.query(t), texts)
+        local_check = in_process(check_one, texts)
+        base = stack.enter_context(serving(url, schema))
+        query_bodies: list[object] = [{"text": t} for t in texts]
+        check_bodies: list[object] = [[{"id": "q", "text": t}] for t in texts]
+        rows = [("query", "in-process `Index.query`", "–", *_cells(local_query))]
+        rows.append(("check", "in-process `Index.check`", "–", *_cells(local_check)))
+        for clients in CONCURRENCY:
+            rate, lat = closed_loop(base, secret, "/v1/collections/debian/query", query_bodies, clients)
+            rows.append(("query", "HTTP", str(clients), f"{rate:,.0f}", *_cells(lat)[1:]))
+        for clients in CONCURRENCY:
+            rate, lat = closed_loop(base, secret, "/v1/collections/debian/check", check_bodies, clients)
+            rows.append(("check", "HTTP", str(clients), f"{rate:,.0f}", *_cells(lat)[1:]))
+        n_rate = int(RATE * args.rate_seconds)
+        fixed = open_loop(base, secret, "/v1/collections/debian/query", (query_bodies * 10)[:n_rate], RATE)
+
+        report = Report()
+        report.say(*header("The HTTP service against the in-process Index", url, args.db is not None))
+        report.say(
+            f"Debian bookworm, {len(docs):,} documents, threshold 0.8, loaded in {load_s:.1f} s; "
+            f"{args.queries:,} query texts (a stored description with ~3% of its words replaced). "
+            "One `neardup serve` process (one uvicorn worker, access log off); the clients are threads "
+            "of this process with keep-alive connections (`http.client`), on the same 2 cores as the server.",
+            "",
+        )
+        report.table(["what", "how", "clients", "requests/s", "p50 ms", "p99 ms"], "lllrrr", rows)
+        report.say(
+            f"Fixed rate: {n_rate:,} queries at {RATE}/s over HTTP (32 client threads, latency from each "
+            f"request's scheduled start): p50 {pct(fixed, 50):.2f} ms, p99 {pct(fixed, 99):.2f} ms.",
+            "",
+            f"HTTP over in-process at one client: query p50 {pct(_http_one(rows, 'query'), 50):.2f} ms "
+            f"added (goal: at most 1 ms); p99 at 200/s {pct(fixed, 99):.2f} ms (goal: under 20 ms).",
+        )
+        report.write(args.out)
+
+
+def _cells(lat: list[float]) -> tuple[str, str, str]:
+    rate = 1000 * len(lat) / sum(lat) if lat else float("nan")
+    return f"{rate:,.0f}", f"{pct(lat, 50):.2f}", f"{pct(lat, 99):.2f}"
+
+
+def _http_one(rows: Sequence[tuple[str, ...]], what: str) -> list[float]:
+    local = next(float(r[4]) for r in rows if r[0] == what and r[2] == "–")
+    http = next(float(r[4]) for r in rows if r[0] == what and r[2] == "1")
+    return [http - local]
+
+
+if __name__ == "__main__":
+    main()

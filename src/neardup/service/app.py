@@ -1,0 +1,106 @@
+"""The ASGI application: the JSON API, the review pages, problem documents and a body size limit."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from neardup import __version__
+from neardup.service import problems, review, routes
+from neardup.service.context import Context, Settings
+
+
+class BodyLimit:
+    """Refuse request bodies over ``max_bytes`` with 413, before the application reads them.
+
+    A declared Content-Length is checked at once; a chunked body is read up to the limit and
+    handed on only when it fits.
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        """Wrap ``app``."""
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check the size, then run the application."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None:
+            if not length.isdigit() or int(length) > self.max_bytes:
+                await self._refuse(scope, send)
+                return
+            await self.app(scope, receive, send)
+            return
+        messages: list[Message] = []
+        size = 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                await self._refuse(scope, send)
+                return
+            if not message.get("more_body", False):
+                break
+
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        problem = problems.ProblemError(413, f"the request body is larger than {self.max_bytes:,} bytes")
+        await problem.response()(scope, _no_body, send)
+
+
+async def _no_body() -> Message:
+    return {"type": "http.disconnect"}
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """The service for one database (every collection of its schema)."""
+    ctx = Context(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        ctx.close()
+
+    app = FastAPI(
+        title="neardup",
+        version=__version__,
+        summary="Near-duplicate documents in PostgreSQL: add, query, check, list pairs and clusters.",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.ctx = ctx
+    problems.install(app)
+    review.install(app)
+    app.include_router(routes.router)
+    app.include_router(review.router)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app
+
+
+def app_from_environment() -> Any:
+    """The app for ``uvicorn --factory neardup.service.app:app_from_environment`` (workers > 1):
+    settings from NEARDUP_SERVE_* variables that ``neardup serve`` sets."""
+    import os
+
+    return create_app(
+        Settings(
+            url=os.environ["NEARDUP_SERVE_URL"],
+            schema=os.environ.get("NEARDUP_SERVE_SCHEMA", "neardup"),
+            auth=os.environ.get("NEARDUP_SERVE_AUTH", "1") == "1",
+            max_body_bytes=int(os.environ.get("NEARDUP_SERVE_MAX_BODY", str(32 * 1024 * 1024))),
+        )
+    )

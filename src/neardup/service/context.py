@@ -1,0 +1,86 @@
+"""What every request of one service process shares: the database, open indexes, settings."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from neardup.service.pools import IndexPool
+from neardup.storage.names import DEFAULT_SCHEMA
+from neardup.storage.pool import ConnectionPool
+
+# Request bodies above this size get 413 (`neardup serve --max-body-bytes`).
+DEFAULT_MAX_BODY = 32 * 1024 * 1024
+
+
+@dataclass
+class Settings:
+    """How ``neardup serve`` was started."""
+
+    url: str
+    schema: str = DEFAULT_SCHEMA
+    auth: bool = True
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    session_seconds: int = 8 * 3600
+
+
+# A token found valid is trusted this long without asking the database again: a revoked token
+# is refused within this many seconds by every process (and at once by the one that revoked it).
+TOKEN_CACHE_SECONDS = 2.0
+
+
+class TokenCache:
+    """Tokens found valid recently, by hash, each with the time it was checked."""
+
+    def __init__(self, seconds: float = TOKEN_CACHE_SECONDS) -> None:
+        """An empty cache whose entries last ``seconds``."""
+        self._seconds = seconds
+        self._entries: dict[bytes, tuple[float, Any]] = {}
+        self._lock = threading.Lock()
+
+    def recall(self, key: bytes) -> Any:
+        """What was remembered for ``key``, if it is recent enough; else None."""
+        found = self._entries.get(key)
+        if found is None or time.monotonic() - found[0] > self._seconds:
+            return None
+        return found[1]
+
+    def remember(self, key: bytes, value: Any) -> None:
+        """Remember ``value`` for ``key`` from now on (old entries are dropped on the way)."""
+        now = time.monotonic()
+        with self._lock:
+            if len(self._entries) > 10_000:
+                self._entries = {k: v for k, v in self._entries.items() if now - v[0] <= self._seconds}
+            self._entries[key] = (now, value)
+
+    def forget(self, key: bytes) -> None:
+        """Forget ``key``."""
+        with self._lock:
+            self._entries.pop(key, None)
+
+
+@dataclass
+class Context:
+    """The settings, a pool of plain connections, a pool of open indexes, and recent tokens."""
+
+    settings: Settings
+    db: ConnectionPool = field(init=False)
+    indexes: IndexPool = field(init=False)
+    tokens: TokenCache = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.db = ConnectionPool(self.settings.url, self.settings.schema)
+        self.indexes = IndexPool(self.settings.url, self.settings.schema)
+        self.tokens = TokenCache()
+
+    @property
+    def auth(self) -> bool:
+        """Whether requests need a token."""
+        return self.settings.auth
+
+    def close(self) -> None:
+        """Close the pooled connections and indexes."""
+        self.indexes.close()
+        self.db.close()

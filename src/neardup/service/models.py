@@ -1,0 +1,208 @@
+"""The JSON shapes of the API, as the OpenAPI document describes them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from neardup.config import DEFAULT_THRESHOLD
+
+
+class Strict(BaseModel):
+    """Unknown fields are refused, so a misspelt option is an error, not a silent default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Health(BaseModel):
+    """The database answered."""
+
+    status: Literal["ok"]
+
+
+class NewCollection(Strict):
+    """A collection to create, with the parameters of ``neardup init``."""
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+    threshold: float = Field(DEFAULT_THRESHOLD, gt=0.0, le=1.0)
+    num_perm: int = Field(128, ge=1, le=4096)
+    bands: int | None = Field(None, ge=1, le=4096)
+    rows: int | None = Field(None, ge=1, le=4096)
+    shingle: Literal["char", "word"] = "char"
+    k: int = Field(5, ge=1, le=64)
+    seed: int = Field(1, ge=0, le=2**32 - 1)
+    store_text: bool = True
+    exist_ok: bool = False
+
+
+class CollectionSummary(BaseModel):
+    """A collection's name and threshold."""
+
+    name: str
+    threshold: float
+    store_text: bool
+
+
+class CollectionList(BaseModel):
+    """Collections the token may see, by name."""
+
+    collections: list[CollectionSummary]
+
+
+class CollectionInfo(BaseModel):
+    """A collection's parameters and, when asked for one collection, its counts."""
+
+    name: str
+    threshold: float
+    store_text: bool
+    params: dict[str, Any]
+    stats: dict[str, Any] | None = None
+
+
+class AddSummary(BaseModel):
+    """What an add did."""
+
+    added: int
+    replaced: int
+    unchanged: int
+    empty: int
+    new_pairs: int
+
+
+class Neighbour(BaseModel):
+    """Another document and its similarity."""
+
+    id: str
+    jaccard: float
+    method: str
+
+
+class Document(BaseModel):
+    """A stored document with its near-duplicates."""
+
+    id: str
+    text: str | None
+    meta: dict[str, Any] | None
+    cluster: int
+    pairs: list[Neighbour]
+
+
+class Query(Strict):
+    """A text to look up."""
+
+    text: str = Field(max_length=10_000_000)
+    min_jaccard: float | None = Field(None, ge=0.0, le=1.0)
+    limit: int | None = Field(None, ge=0, le=100_000)
+
+
+class Match(BaseModel):
+    """A stored document similar to the text asked about."""
+
+    id: str
+    jaccard: float
+
+
+class Matches(BaseModel):
+    """Matches, best first."""
+
+    matches: list[Match]
+
+
+class Checked(BaseModel):
+    """One checked document's stored near-duplicates, best first."""
+
+    id: str
+    matches: list[Match]
+
+
+class CheckResults(BaseModel):
+    """Each checked document, in input order."""
+
+    results: list[Checked]
+
+
+class Pair(BaseModel):
+    """A stored pair."""
+
+    id_a: str
+    id_b: str
+    jaccard: float
+    method: str
+
+
+class PairPage(BaseModel):
+    """A page of pairs by (id_a, id_b); ``next`` is the cursor of the next page (null on the last)."""
+
+    pairs: list[Pair]
+    next: str | None
+
+
+class Cluster(BaseModel):
+    """A cluster: its stored id, its representative (smallest id) and its ids, sorted."""
+
+    cluster: int
+    representative: str
+    ids: list[str]
+
+
+class ClusterPage(BaseModel):
+    """A page of clusters by representative; ``next`` as for pairs."""
+
+    clusters: list[Cluster]
+    next: str | None
+
+
+class NewLabel(Strict):
+    """A person's verdict on a pair."""
+
+    id_a: str = Field(min_length=1, max_length=2000)
+    id_b: str = Field(min_length=1, max_length=2000)
+    label: Literal["duplicate", "not_duplicate"]
+    note: str = Field("", max_length=10_000)
+
+
+class Label(BaseModel):
+    """A stored label with the pair's current similarity (null: no longer a stored pair)."""
+
+    collection: str
+    id_a: str
+    id_b: str
+    label: str
+    note: str
+    labelled_by: str
+    labelled_at: str
+    similarity: float | None
+    method: str | None
+
+
+class Labels(BaseModel):
+    """Labels by pair."""
+
+    labels: list[Label]
+
+
+# The request body of add and check, for the OpenAPI document (the route parses it itself, to
+# take NDJSON too and to name a bad record's position).
+DOCUMENTS_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["id", "text"],
+                        "properties": {
+                            "id": {"type": "string", "minLength": 1},
+                            "text": {"type": "string"},
+                            "meta": {"type": "object"},
+                        },
+                    },
+                }
+            },
+            "application/x-ndjson": {"schema": {"type": "string"}},
+        },
+    }
+}

@@ -1,0 +1,78 @@
+"""Open indexes kept between requests: an Index per request in flight, reused by the next one.
+
+An Index holds a connection and is used by one thread at a time, so each request takes one out
+of its collection's idle list (opening one when the list is empty) and puts it back when done,
+unless the request failed in the database (the Index is then closed, never reused) or the
+collection was dropped meanwhile.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from neardup.errors import DatabaseError, InternalError, NeardupError
+from neardup.index import Index
+
+# Indexes of one collection in use at once: more requests wait for one. Opening an Index costs
+# milliseconds (a connection and the schema check), and a 2-core server gains nothing from more
+# concurrent queries than this; opening and closing indexes under a burst would cost more.
+DEFAULT_PER_COLLECTION = 8
+
+
+class IndexPool:
+    """Up to ``size`` open indexes per collection, for the schema of one database."""
+
+    def __init__(self, url: str, schema: str, size: int = DEFAULT_PER_COLLECTION) -> None:
+        """Nothing is opened until a collection is first used."""
+        self.url, self.schema, self._size = url, schema, size
+        self._idle: dict[str, list[Index]] = {}
+        self._slots: dict[str, threading.BoundedSemaphore] = {}
+        self._generation: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @contextmanager
+    def index(self, name: str) -> Iterator[Index]:
+        """An open Index of collection ``name``, for this thread until the block ends (waiting while
+        ``size`` requests use the collection's indexes)."""
+        with self._lock:
+            slots = self._slots.setdefault(name, threading.BoundedSemaphore(self._size))
+        with slots:
+            with self._lock:
+                idle = self._idle.get(name)
+                index = idle.pop() if idle else None
+                generation = self._generation.get(name, 0)
+            if index is None:
+                index = Index.open(self.url, name, schema=self.schema)
+            reusable = False
+            try:
+                yield index
+                reusable = True
+            except NeardupError as exc:
+                reusable = not isinstance(exc, DatabaseError | InternalError)
+                raise
+            finally:
+                with self._lock:
+                    if reusable and not self._closed and generation == self._generation.get(name, 0):
+                        self._idle.setdefault(name, []).append(index)
+                        index = None
+                if index is not None:
+                    index.close()
+
+    def forget(self, name: str) -> None:
+        """Close the idle indexes of ``name`` and keep none of those in use (it was dropped)."""
+        with self._lock:
+            self._generation[name] = self._generation.get(name, 0) + 1
+            idle = self._idle.pop(name, [])
+        for index in idle:
+            index.close()
+
+    def close(self) -> None:
+        """Close every idle index; those in use are closed when they come back."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = [i for lst in self._idle.values() for i in lst], {}
+        for index in idle:
+            index.close()

@@ -1,0 +1,121 @@
+"""Errors as RFC 9457 problem documents: one mapping from neardup's errors to HTTP statuses, and a
+generic document for anything unexpected (logged here, never shown to the client)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from neardup.errors import (
+    CollectionExistsError,
+    CollectionNotFoundError,
+    DatabaseConnectionError,
+    InputError,
+    NeardupError,
+    ParamsError,
+    ParamsMismatchError,
+    SchemaError,
+    TextNotStoredError,
+)
+
+MEDIA_TYPE = "application/problem+json"
+log = logging.getLogger("neardup.service")
+
+# (error class, status), first match wins; anything else is a 500 with a generic detail.
+_STATUSES: tuple[tuple[type[NeardupError], int], ...] = (
+    (CollectionNotFoundError, 404),
+    (CollectionExistsError, 409),
+    (ParamsMismatchError, 409),
+    (InputError, 422),
+    (ParamsError, 422),
+    (TextNotStoredError, 422),
+    (DatabaseConnectionError, 503),
+    (SchemaError, 503),
+)
+# "record 3: field 'id' ..." or "record 3 (id 'x'): field 'text' ...", as neardup.records words it.
+_RECORD = re.compile(r"^record (\d+)(?: \(id .*?\))?: (?:field '(\w+)')?")
+
+
+class ProblemError(Exception):
+    """An error the client is told about: status, title, detail and optional extra members."""
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        extra: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        """``detail`` must be safe to show: no secret, no stack trace."""
+        super().__init__(detail)
+        self.status, self.detail, self.extra, self.headers = status, detail, extra or {}, headers
+
+    def response(self, request: Request | None = None) -> JSONResponse:
+        """The problem document."""
+        body: dict[str, Any] = {
+            "type": "about:blank",
+            "title": HTTPStatus(self.status).phrase,
+            "status": self.status,
+            "detail": self.detail,
+            **self.extra,
+        }
+        if request is not None:
+            body["instance"] = request.url.path
+        return JSONResponse(body, status_code=self.status, media_type=MEDIA_TYPE, headers=self.headers)
+
+
+def from_error(exc: NeardupError) -> ProblemError:
+    """The problem a neardup error becomes; bad records name their position and field."""
+    status = next((s for cls, s in _STATUSES if isinstance(exc, cls)), 500)
+    if status == 500:
+        return ProblemError(500, "the server could not complete the request; the error was logged")
+    extra: dict[str, Any] = {}
+    if isinstance(exc, InputError) and (m := _RECORD.match(str(exc))):
+        extra["errors"] = [{"record": int(m.group(1)), "field": m.group(2), "detail": str(exc)}]
+    return ProblemError(status, str(exc), extra=extra)
+
+
+def install(app: FastAPI) -> None:
+    """Make every error of the app a problem document."""
+
+    @app.exception_handler(ProblemError)
+    async def on_problem(request: Request, exc: ProblemError) -> JSONResponse:
+        return exc.response(request)
+
+    @app.exception_handler(NeardupError)
+    async def on_neardup(request: Request, exc: NeardupError) -> JSONResponse:
+        problem = from_error(exc)
+        if problem.status >= 500:
+            log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
+        return problem.response(request)
+
+    @app.exception_handler(HTTPException)
+    async def on_http(request: Request, exc: HTTPException) -> JSONResponse:
+        detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
+        return ProblemError(exc.status_code, detail, headers=dict(exc.headers or {})).response(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"location": [str(p) for p in e.get("loc", ())], "detail": str(e.get("msg", ""))}
+            for e in exc.errors()
+        ]
+        where = "; ".join(f"{'.'.join(e['location'])}: {e['detail']}" for e in errors[:5])
+        return ProblemError(422, f"the request is not valid: {where}", extra={"errors": errors}).response(
+            request
+        )
+
+    @app.exception_handler(Exception)
+    async def on_anything(request: Request, exc: Exception) -> JSONResponse:
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return ProblemError(500, "the server could not complete the request; the error was logged").response(
+            request
+        )

@@ -1,0 +1,327 @@
+"""The review pages under /review: clusters, members, a pair side by side, search, and labels.
+
+Server-rendered (Jinja2, autoescaped). A page takes the bearer token header, or the session cookie
+that the login form gives for a token: HttpOnly, SameSite=Strict, its secret stored only as a
+hash. Forms sent with the cookie carry the session's CSRF value; the login form a double-submit one.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+import jinja2
+from fastapi import APIRouter, Depends, FastAPI, Form, Request, Security
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials
+
+from neardup.errors import CollectionNotFoundError
+from neardup.service.auth import ANYONE, SESSION_COOKIE, Principal, bearer, context, from_session, from_token
+from neardup.service.credentials import digest, new_session
+from neardup.service.diff import side_by_side
+from neardup.service.problems import ProblemError
+from neardup.storage import labels, pages, tokens
+from neardup.storage.names import check_collection_name
+from neardup.storage.scope import Scope
+
+router = APIRouter(prefix="/review", include_in_schema=False)
+LOGIN_CSRF_COOKIE = "nd_login_csrf"
+# Clusters per page of the review list, and ids shown per cluster there.
+CLUSTERS_PER_PAGE, IDS_SHOWN = 25, 6
+# Members and pairs listed on a cluster's page.
+MEMBERS_SHOWN, PAIRS_SHOWN = 200, 200
+
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+)
+_env.filters["q"] = lambda params: urlencode(params)
+
+
+class LoginRequiredError(Exception):
+    """A browser without a session: send it to the login form."""
+
+    def __init__(self, next_path: str) -> None:
+        """``next_path``: where to go back after logging in."""
+        super().__init__(next_path)
+        self.next_path = next_path
+
+
+def install(app: FastAPI) -> None:
+    """Redirect a browser without a session to the login form."""
+
+    @app.exception_handler(LoginRequiredError)
+    async def to_login(request: Request, exc: LoginRequiredError) -> Response:
+        return RedirectResponse("/review/login?" + urlencode({"next": exc.next_path}), status_code=303)
+
+
+def _page(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
+    html = _env.get_template(template).render(request=request, **values)
+    return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def reviewer(needed: str) -> Any:
+    """A dependency: who is reviewing (bearer token or session), allowed ``needed`` on the
+    ``collection`` of the path."""
+
+    def dependency(
+        request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer)]
+    ) -> Principal:
+        ctx = context(request)
+        if not ctx.auth:
+            return ANYONE
+        if credentials is not None:
+            who = from_token(ctx, credentials.credentials)
+        else:
+            cookie = request.cookies.get(SESSION_COOKIE)
+            found = from_session(ctx, cookie) if cookie else None
+            if found is None:
+                if request.method == "GET":
+                    raise LoginRequiredError(
+                        str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
+                    )
+                raise ProblemError(401, "log in again: the session is unknown or expired")
+            who = found
+        who.require(needed, request.path_params.get("collection"))
+        return who
+
+    return dependency
+
+
+def _check_csrf(who: Principal, sent: str) -> None:
+    """Forms sent with a session cookie must carry its CSRF value (a header token needs none)."""
+    if who.csrf is not None and not hmac.compare_digest(who.csrf.encode(), sent.encode()):
+        raise ProblemError(403, "the form is stale or forged (CSRF check failed); reload the page")
+
+
+def _collection(scope: Scope, name: str) -> tuple[Scope, float, str]:
+    row = pages.collection(scope, check_collection_name(name))
+    if row is None:
+        raise CollectionNotFoundError(f"no collection named {name!r}")
+    return scope.with_collection(row.collection_id), row.threshold, row.name
+
+
+# -- login ----------------------------------------------------------------------------------------
+
+
+def _safe_next(path: str) -> str:
+    return path if path.startswith("/review/") and not path.startswith("//") else "/review/"
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request, next: str = "/review/") -> HTMLResponse:
+    """The form that exchanges a token for a session cookie."""
+    csrf = secrets.token_urlsafe(16)
+    response = _page(request, "login.html", next=_safe_next(next), csrf=csrf, error=None)
+    response.set_cookie(
+        LOGIN_CSRF_COOKIE,
+        csrf,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/review",
+    )
+    return response
+
+
+@router.post("/login", response_class=HTMLResponse)
+def login(
+    request: Request,
+    token: Annotated[str, Form()],
+    csrf: Annotated[str, Form()],
+    next: Annotated[str, Form()] = "/review/",
+) -> Response:
+    """Check the token and the form's CSRF value; set the session cookie."""
+    ctx = context(request)
+    expected = request.cookies.get(LOGIN_CSRF_COOKIE, "")
+    if not expected or not hmac.compare_digest(expected.encode(), csrf.encode()):
+        raise ProblemError(403, "the login form is stale or forged (CSRF check failed); reload it")
+    try:
+        who = from_token(ctx, token.strip())
+    except ProblemError:
+        fresh = secrets.token_urlsafe(16)
+        response: Response = _page(
+            request, "login.html", 401, next=_safe_next(next), csrf=fresh, error="That token is not valid."
+        )
+        response.set_cookie(LOGIN_CSRF_COOKIE, fresh, httponly=True, samesite="strict", path="/review")
+        return response
+    secret, session_csrf = new_session()
+    with ctx.db.scope() as scope:
+        tokens.open_session(
+            scope, digest(secret), who.token_id or 0, session_csrf, ctx.settings.session_seconds
+        )
+    response = RedirectResponse(_safe_next(next), status_code=303)
+    response.set_cookie(
+        SESSION_COOKIE,
+        secret,
+        max_age=ctx.settings.session_seconds,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/review",
+    )
+    response.delete_cookie(LOGIN_CSRF_COOKIE, path="/review")
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
+    """End the session."""
+    ctx = context(request)
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if cookie:
+        who = from_session(ctx, cookie)
+        if who is not None:
+            _check_csrf(who, csrf)
+        with ctx.db.scope() as scope:
+            tokens.close_session(scope, digest(cookie))
+    response = RedirectResponse("/review/login", status_code=303)
+    response.delete_cookie(SESSION_COOKIE, path="/review")
+    return response
+
+
+@router.get("/", response_class=HTMLResponse)
+def index_page(request: Request, who: Annotated[Principal, Depends(reviewer("read"))]) -> HTMLResponse:
+    """The collections this token may review."""
+    with context(request).db.scope() as scope:
+        rows = pages.collections(scope)
+    names = [n for n, _, _ in rows if who.collection is None or who.collection == n]
+    return _page(request, "home.html", who=who, names=names)
+
+
+# -- a collection ---------------------------------------------------------------------------------
+
+
+@router.get("/{collection}", response_class=HTMLResponse)
+def clusters_page(
+    request: Request,
+    collection: str,
+    who: Annotated[Principal, Depends(reviewer("read"))],
+    size: int | None = None,
+    after: str | None = None,
+) -> HTMLResponse:
+    """The clusters, largest first, a page at a time."""
+    key = (size, after) if size is not None and after is not None else None
+    with context(request).db.scope() as scope:
+        here, threshold, name = _collection(scope, collection)
+        rows = pages.largest_clusters(here, key, CLUSTERS_PER_PAGE + 1, IDS_SHOWN)
+    more = len(rows) > CLUSTERS_PER_PAGE
+    rows = rows[:CLUSTERS_PER_PAGE]
+    following = {"size": rows[-1].size, "after": rows[-1].representative} if more else None
+    return _page(
+        request, "clusters.html", who=who, name=name, threshold=threshold, clusters=rows, following=following
+    )
+
+
+@router.get("/{collection}/cluster/{cluster}", response_class=HTMLResponse)
+def cluster_page(
+    request: Request, collection: str, cluster: int, who: Annotated[Principal, Depends(reviewer("read"))]
+) -> HTMLResponse:
+    """A cluster's members with their metadata, and its pairs, most similar first."""
+    with context(request).db.scope() as scope:
+        here, _, name = _collection(scope, collection)
+        members = pages.cluster_members(here, cluster, MEMBERS_SHOWN + 1)
+        pairs = pages.cluster_pairs(here, cluster, PAIRS_SHOWN + 1)
+    if not members:
+        raise ProblemError(404, f"no cluster {cluster} in collection {name!r}")
+    return _page(
+        request,
+        "cluster.html",
+        who=who,
+        name=name,
+        cluster=cluster,
+        members=members[:MEMBERS_SHOWN],
+        more_members=len(members) > MEMBERS_SHOWN,
+        pairs=pairs[:PAIRS_SHOWN],
+        more_pairs=len(pairs) > PAIRS_SHOWN,
+    )
+
+
+@router.get("/{collection}/pair", response_class=HTMLResponse)
+def pair_page(
+    request: Request,
+    collection: str,
+    a: str,
+    b: str,
+    who: Annotated[Principal, Depends(reviewer("read"))],
+    saved: bool = False,
+) -> HTMLResponse:
+    """Two documents side by side: shared passages marked, the similarity and how it was measured."""
+    with context(request).db.scope() as scope:
+        here, threshold, name = _collection(scope, collection)
+        doc_a, doc_b = pages.document(here, a), pages.document(here, b)
+        if doc_a is None or doc_b is None:
+            raise ProblemError(
+                404, f"no document {(a if doc_a is None else b)!r:.200} in collection {name!r}"
+            )
+        stored = pages.pair(here, a, b) if a != b else None
+        label = labels.get(here, a, b) if a != b else None
+    view = side_by_side(doc_a.text or "", doc_b.text or "") if doc_a.text and doc_b.text else None
+    return _page(
+        request,
+        "pair.html",
+        who=who,
+        name=name,
+        threshold=threshold,
+        a=doc_a,
+        b=doc_b,
+        stored=stored,
+        view=view,
+        label=label,
+        saved=saved,
+        can_label=who.access in ("write", "admin"),
+    )
+
+
+@router.post("/{collection}/label")
+def label_pair(
+    request: Request,
+    collection: str,
+    a: Annotated[str, Form()],
+    b: Annotated[str, Form()],
+    label: Annotated[str, Form()],
+    who: Annotated[Principal, Depends(reviewer("write"))],
+    note: Annotated[str, Form()] = "",
+    csrf: Annotated[str, Form()] = "",
+) -> Response:
+    """Label a pair (write); back to the pair's page."""
+    _check_csrf(who, csrf)
+    if "\x00" in a + b + note:
+        raise ProblemError(422, "the form holds a NUL character")
+    with context(request).db.scope() as scope:
+        here, _, name = _collection(scope, collection)
+        labels.put(here, a, b, label, note, who.token_id, who.name)
+    target = f"/review/{name}/pair?" + urlencode({"a": a, "b": b, "saved": "true"})
+    return RedirectResponse(target, status_code=303)
+
+
+@router.get("/{collection}/document", response_class=HTMLResponse)
+def document_page(
+    request: Request, collection: str, id: str, who: Annotated[Principal, Depends(reviewer("read"))]
+) -> HTMLResponse:
+    """Search by id: the document, its metadata and its near-duplicates."""
+    with context(request).db.scope() as scope:
+        here, _, name = _collection(scope, collection)
+        doc = pages.document(here, id) if "\x00" not in id else None
+        found = pages.document_pairs(here, id) if doc is not None else []
+    status = 200 if doc is not None else 404
+    return _page(request, "document.html", status, who=who, name=name, id=id, doc=doc, pairs=found)
+
+
+@router.post("/{collection}/search", response_class=HTMLResponse)
+def search(
+    request: Request,
+    collection: str,
+    text: Annotated[str, Form()],
+    who: Annotated[Principal, Depends(reviewer("read"))],
+    csrf: Annotated[str, Form()] = "",
+) -> HTMLResponse:
+    """Paste a text: the stored documents similar to it, best first."""
+    _check_csrf(who, csrf)
+    with context(request).indexes.index(check_collection_name(collection)) as index:
+        hits = index.query(text, limit=100)
+    return _page(request, "matches.html", who=who, name=collection, text=text, matches=hits)

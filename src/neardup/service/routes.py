@@ -1,0 +1,422 @@
+"""The JSON API under /v1 and /healthz: parse the request, call the Index or storage, format."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi import Query as QueryParam
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from neardup.errors import CollectionNotFoundError, InputError, NeardupError
+from neardup.index import Index
+from neardup.records import Document, documents
+from neardup.service import models
+from neardup.service.auth import Principal, context, require
+from neardup.service.problems import MEDIA_TYPE, ProblemError
+from neardup.storage import labels, pages
+from neardup.storage.names import check_collection_name
+from neardup.storage.scope import Scope
+
+router = APIRouter()
+NDJSON = "application/x-ndjson"
+# Rows a page holds unless ``limit`` says otherwise, and the most it may say.
+DEFAULT_PAGE, MAX_PAGE = 1000, 10_000
+_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    status: {"description": text, "content": {MEDIA_TYPE: {}}}
+    for status, text in (
+        (401, "no token, or an unknown or revoked one"),
+        (403, "the token's scope or collection does not allow this"),
+        (404, "no such collection or document"),
+        (413, "the request body is too large"),
+        (422, "the request is not valid; a bad record is named by position and field"),
+        (503, "the database does not answer"),
+    )
+}
+Read = Annotated[Principal, Depends(require("read"))]
+Write = Annotated[Principal, Depends(require("write"))]
+Admin = Annotated[Principal, Depends(require("admin"))]
+MinJaccard = Annotated[float | None, QueryParam(ge=0.0, le=1.0)]
+
+
+def _json_default(value: object) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _ndjson(rows: Iterator[dict[str, Any]]) -> Iterator[bytes]:
+    for row in rows:
+        yield (json.dumps(row, ensure_ascii=False, default=_json_default) + "\n").encode()
+
+
+def _wants_ndjson(request: Request) -> bool:
+    return NDJSON in request.headers.get("accept", "")
+
+
+def _cursor(key: list[Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key, ensure_ascii=False).encode()).decode().rstrip("=")
+
+
+def _after(cursor: str | None, length: int) -> list[Any] | None:
+    """The key a cursor holds (a list of ``length`` strings), or 422."""
+    if cursor is None:
+        return None
+    try:
+        key = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except (ValueError, binascii.Error) as exc:
+        raise ProblemError(422, "'after' is not a cursor this service gave out") from exc
+    if not (isinstance(key, list) and len(key) == length and all(isinstance(k, str) for k in key)):
+        raise ProblemError(422, "'after' is not a cursor this service gave out")
+    return key
+
+
+def _text_ok(text: str, what: str, *, stored: bool = False) -> str:
+    """``text`` if it is valid Unicode (and, when ``stored``, holds no NUL, which PostgreSQL cannot store)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ProblemError(422, f"{what} is not valid Unicode (a lone surrogate)") from exc
+    if stored and "\x00" in text:
+        raise ProblemError(422, f"{what} contains a NUL character")
+    return text
+
+
+def _records(body: bytes, content_type: str) -> list[Document]:
+    """The documents of an add or check body (a JSON array, or NDJSON), each checked; 422 names
+    the first bad one by position (from 0) and field."""
+    items: list[Any]
+    try:
+        if content_type.split(";")[0].strip().lower() == NDJSON:
+            items = []
+            for line in body.decode("utf-8").splitlines():
+                if line.strip():
+                    try:
+                        items.append(json.loads(line))
+                    except ValueError as exc:
+                        raise InputError(f"record {len(items)}: not a JSON object ({exc})") from exc
+        else:
+            parsed = json.loads(body)
+            if not isinstance(parsed, list):
+                raise ProblemError(
+                    422, "the body must be a JSON array of {id, text, meta} objects (or NDJSON)"
+                )
+            items = parsed
+    except InputError:
+        raise
+    except UnicodeDecodeError as exc:
+        raise ProblemError(422, f"the body is not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    except RecursionError as exc:
+        raise ProblemError(422, "the body nests too deeply") from exc
+    except ValueError as exc:
+        raise ProblemError(422, f"the body is not JSON ({exc})") from exc
+    for n, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InputError(
+                f"record {n}: expected an object with id, text and meta, got {type(item).__name__}"
+            )
+    return list(documents(items))
+
+
+def _collection_scope(scope: Scope, name: str) -> Scope:
+    row = pages.collection(scope, check_collection_name(name))
+    if row is None:
+        raise CollectionNotFoundError(f"no collection named {name!r}")
+    return scope.with_collection(row.collection_id)
+
+
+def _threshold_floor(scope: Scope, name: str, min_jaccard: float | None) -> tuple[Scope, float]:
+    row = pages.collection(scope, check_collection_name(name))
+    if row is None:
+        raise CollectionNotFoundError(f"no collection named {name!r}")
+    floor = row.threshold if min_jaccard is None else min_jaccard
+    return scope.with_collection(row.collection_id), floor
+
+
+# -- health and collections -----------------------------------------------------------------------
+
+
+@router.get("/healthz", response_model=models.Health, responses={503: _PROBLEMS[503]}, tags=["health"])
+def healthz(request: Request) -> dict[str, str]:
+    """200 when the database answers, 503 otherwise; needs no token."""
+    try:
+        context(request).db.ping()
+    except NeardupError as exc:
+        raise ProblemError(503, "the database does not answer") from exc
+    return {"status": "ok"}
+
+
+@router.get("/v1/collections", response_model=models.CollectionList, responses=_PROBLEMS)
+def list_collections(request: Request, who: Read) -> dict[str, Any]:
+    """The collections this token may read."""
+    with context(request).db.scope() as scope:
+        rows = pages.collections(scope)
+    return {
+        "collections": [
+            {"name": n, "threshold": t, "store_text": s}
+            for n, t, s in rows
+            if who.collection is None or who.collection == n
+        ]
+    }
+
+
+@router.post("/v1/collections", status_code=201, response_model=models.CollectionInfo, responses=_PROBLEMS)
+def create_collection(request: Request, body: models.NewCollection, who: Admin) -> dict[str, Any]:
+    """Create a collection with the parameters of ``neardup init`` (admin)."""
+    who.require("admin", body.name)
+    ctx = context(request)
+    options = body.model_dump(exclude={"name", "threshold", "bands", "rows"})
+    if body.bands is not None or body.rows is not None:
+        options.update(bands=body.bands, rows=body.rows)
+    with Index.create(
+        ctx.settings.url, body.name, body.threshold, schema=ctx.settings.schema, **options
+    ) as index:
+        return {
+            "name": index.name,
+            "threshold": index.threshold,
+            "store_text": index.store_text,
+            "params": index.params.to_dict(),
+        }
+
+
+@router.get("/v1/collections/{name}", response_model=models.CollectionInfo, responses=_PROBLEMS)
+def get_collection(request: Request, name: str, who: Read) -> dict[str, Any]:
+    """A collection's parameters and counts."""
+    with context(request).indexes.index(name) as index:
+        s = index.stats()
+    return {
+        "name": s.name,
+        "threshold": s.threshold,
+        "store_text": s.store_text,
+        "params": s.params.to_dict(),
+        "stats": {
+            "documents": s.documents,
+            "contents": s.contents,
+            "pairs": s.pairs,
+            "identical_pairs": s.identical_pairs,
+            "clusters": s.clusters,
+            "bucket_rows": s.bucket_rows,
+            "bytes_on_disk": s.bytes_on_disk,
+            "expected_fp_rate": s.expected_fp_rate,
+            "expected_fn_rate": s.expected_fn_rate,
+        },
+    }
+
+
+@router.delete("/v1/collections/{name}", status_code=204, responses=_PROBLEMS)
+def drop_collection(request: Request, name: str, who: Admin) -> Response:
+    """Drop a collection with everything in it (admin)."""
+    ctx = context(request)
+    ctx.indexes.forget(name)
+    with ctx.db.scope() as scope:
+        dropped = pages.drop_collection(scope, name)
+    ctx.indexes.forget(name)
+    if not dropped:
+        raise CollectionNotFoundError(f"no collection named {name!r}")
+    return Response(status_code=204)
+
+
+# -- documents ------------------------------------------------------------------------------------
+
+
+@router.post(
+    "/v1/collections/{name}/documents",
+    response_model=models.AddSummary,
+    responses=_PROBLEMS,
+    openapi_extra=models.DOCUMENTS_BODY,
+)
+async def add_documents(request: Request, name: str, who: Write) -> dict[str, int]:
+    """Add or replace documents, all or nothing: a bad record stores nothing of the request."""
+    body = await request.body()
+    ctx = context(request)
+
+    def add() -> dict[str, int]:
+        records = _records(body, request.headers.get("content-type", ""))
+        with ctx.indexes.index(name) as index:
+            r = index.add(records, batch_size=max(1, len(records)))
+        return {
+            "added": r.added,
+            "replaced": r.replaced,
+            "unchanged": r.unchanged,
+            "empty": r.empty,
+            "new_pairs": r.new_pairs,
+        }
+
+    return await run_in_threadpool(add)
+
+
+@router.get(
+    "/v1/collections/{name}/documents/{doc_id:path}", response_model=models.Document, responses=_PROBLEMS
+)
+def get_document(request: Request, name: str, doc_id: str, who: Read) -> dict[str, Any]:
+    """A document's text, metadata, cluster and near-duplicates."""
+    _text_ok(doc_id, "the id", stored=True)
+    with context(request).db.scope() as scope:
+        here = _collection_scope(scope, name)
+        doc = pages.document(here, doc_id)
+        if doc is None:
+            raise ProblemError(404, f"no document {doc_id!r:.200} in collection {name!r}")
+        found = pages.document_pairs(here, doc_id)
+    return {
+        "id": doc.id,
+        "text": doc.text,
+        "meta": doc.meta,
+        "cluster": doc.cluster,
+        "pairs": [{"id": other, "jaccard": sim, "method": method} for other, sim, method in found],
+    }
+
+
+@router.delete("/v1/collections/{name}/documents/{doc_id:path}", status_code=204, responses=_PROBLEMS)
+def delete_document(request: Request, name: str, doc_id: str, who: Write) -> Response:
+    """Remove a document with its pairs."""
+    _text_ok(doc_id, "the id", stored=True)
+    with context(request).indexes.index(name) as index:
+        found = index.remove([doc_id])
+    if not found:
+        raise ProblemError(404, f"no document {doc_id!r:.200} in collection {name!r}")
+    return Response(status_code=204)
+
+
+# -- looking up -----------------------------------------------------------------------------------
+
+
+@router.post("/v1/collections/{name}/query", response_model=models.Matches, responses=_PROBLEMS)
+def query(request: Request, name: str, body: models.Query, who: Read) -> dict[str, Any]:
+    """Stored documents similar to a text, best first."""
+    text = _text_ok(body.text, "'text'")
+    with context(request).indexes.index(name) as index:
+        hits = index.query(text, body.min_jaccard, body.limit)
+    return {"matches": [{"id": i, "jaccard": j} for i, j in hits]}
+
+
+@router.post(
+    "/v1/collections/{name}/check",
+    response_model=models.CheckResults,
+    responses=_PROBLEMS,
+    openapi_extra=models.DOCUMENTS_BODY,
+)
+async def check(
+    request: Request,
+    name: str,
+    who: Read,
+    min_jaccard: MinJaccard = None,
+    limit: Annotated[int | None, QueryParam(ge=0, le=100_000)] = None,
+) -> dict[str, Any]:
+    """Each document's stored near-duplicates, in input order; nothing is stored."""
+    body = await request.body()
+    ctx = context(request)
+
+    def run() -> dict[str, Any]:
+        records = _records(body, request.headers.get("content-type", ""))
+        with ctx.indexes.index(name) as index:
+            found = list(index.check(records, min_jaccard=min_jaccard, limit=limit))
+        return {
+            "results": [
+                {"id": r.id, "matches": [{"id": m, "jaccard": j} for m, j in r.matches]} for r in found
+            ]
+        }
+
+    return await run_in_threadpool(run)
+
+
+# -- listings -------------------------------------------------------------------------------------
+
+_LISTING = {
+    200: {"content": {NDJSON: {"schema": {"type": "string"}}}, "description": "a page, or NDJSON"},
+    **_PROBLEMS,
+}
+
+
+@router.get("/v1/collections/{name}/pairs", response_model=models.PairPage, responses=_LISTING)
+def list_pairs(
+    request: Request,
+    name: str,
+    who: Read,
+    min_jaccard: MinJaccard = None,
+    limit: Annotated[int, QueryParam(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    after: str | None = None,
+) -> Any:
+    """Stored pairs by (id_a, id_b), a page at a time; all of them as NDJSON with
+    ``Accept: application/x-ndjson``."""
+    ctx = context(request)
+    if _wants_ndjson(request):
+        with ctx.indexes.index(name) as index:
+            rows = index.pairs(min_jaccard)
+        return StreamingResponse(
+            _ndjson({"id_a": a, "id_b": b, "jaccard": j} for a, b, j in rows), media_type=NDJSON
+        )
+    key = _after(after, 2)
+    with ctx.db.scope() as scope:
+        here, floor = _threshold_floor(scope, name, min_jaccard)
+        rows_ = pages.pairs_page(here, floor, (key[0], key[1]) if key else None, limit + 1)
+    more = len(rows_) > limit
+    rows_ = rows_[:limit]
+    return {
+        "pairs": [{"id_a": a, "id_b": b, "jaccard": s, "method": m} for a, b, s, m in rows_],
+        "next": _cursor([rows_[-1][0], rows_[-1][1]]) if more else None,
+    }
+
+
+@router.get("/v1/collections/{name}/clusters", response_model=models.ClusterPage, responses=_LISTING)
+def list_clusters(
+    request: Request,
+    name: str,
+    who: Read,
+    limit: Annotated[int, QueryParam(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    after: str | None = None,
+) -> Any:
+    """Clusters by representative, a page at a time; all of them as NDJSON with
+    ``Accept: application/x-ndjson``."""
+    ctx = context(request)
+    key = _after(after, 1)
+    with ctx.db.scope() as scope:
+        here = _collection_scope(scope, name)
+        if not _wants_ndjson(request):
+            rows = pages.clusters_page(here, key[0] if key else None, limit + 1)
+            more = len(rows) > limit
+            rows = rows[:limit]
+            return {
+                "clusters": [
+                    {"cluster": c.cluster, "representative": c.representative, "ids": c.ids} for c in rows
+                ],
+                "next": _cursor([rows[-1].representative]) if more else None,
+            }
+
+    def stream() -> Iterator[dict[str, Any]]:
+        last = None
+        while True:
+            with ctx.db.scope() as scope:
+                batch = pages.clusters_page(scope.with_collection(here.collection_id), last, DEFAULT_PAGE)
+            for c in batch:
+                yield {"cluster": c.cluster, "representative": c.representative, "ids": c.ids}
+            if len(batch) < DEFAULT_PAGE:
+                return
+            last = batch[-1].representative
+
+    return StreamingResponse(_ndjson(stream()), media_type=NDJSON)
+
+
+# -- labels ---------------------------------------------------------------------------------------
+
+
+@router.post("/v1/collections/{name}/labels", status_code=204, responses=_PROBLEMS)
+def put_label(request: Request, name: str, body: models.NewLabel, who: Write) -> Response:
+    """Label a pair "duplicate" or "not_duplicate", with an optional note (replacing an earlier label)."""
+    for value, what in ((body.id_a, "'id_a'"), (body.id_b, "'id_b'"), (body.note, "'note'")):
+        _text_ok(value, what, stored=True)
+    with context(request).db.scope() as scope:
+        here = _collection_scope(scope, name)
+        labels.put(here, body.id_a, body.id_b, body.label, body.note, who.token_id, who.name)
+    return Response(status_code=204)
+
+
+@router.get("/v1/collections/{name}/labels", response_model=models.Labels, responses=_PROBLEMS)
+def get_labels(request: Request, name: str, who: Read) -> JSONResponse:
+    """Every label of the collection, with each pair's current similarity."""
+    with context(request).db.scope() as scope:
+        _collection_scope(scope, name)
+        rows = labels.export(scope, name)
+    return JSONResponse({"labels": [r.to_dict() for r in rows]})

@@ -1,0 +1,111 @@
+"""Labels of pairs by people ("duplicate" or "not_duplicate", with a note), and what they measure.
+
+A label names two document ids, smaller first; re-labelling a pair replaces its label. The
+``pair_labels`` view shows each label beside the pair's current similarity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from neardup.errors import InputError
+from neardup.storage.connect import translated
+from neardup.storage.scope import Scope
+
+LABELS = ("duplicate", "not_duplicate")
+
+
+@dataclass(frozen=True)
+class LabelRow:
+    """A label as the pair_labels view shows it."""
+
+    collection: str
+    id_a: str
+    id_b: str
+    label: str
+    note: str
+    labelled_by: str
+    labelled_at: datetime
+    similarity: float | None
+    method: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The label as JSON-ready values."""
+        return {
+            "collection": self.collection,
+            "id_a": self.id_a,
+            "id_b": self.id_b,
+            "label": self.label,
+            "note": self.note,
+            "labelled_by": self.labelled_by,
+            "labelled_at": self.labelled_at.isoformat(),
+            "similarity": self.similarity,
+            "method": self.method,
+        }
+
+
+_VIEW_COLUMNS = "collection, id_a, id_b, label, note, labelled_by, labelled_at, similarity, method"
+
+
+def put(
+    scope: Scope, id_a: str, id_b: str, label: str, note: str, token_id: int | None, labelled_by: str
+) -> None:
+    """Label the pair (id_a, id_b) of the scope's collection, replacing an earlier label."""
+    if label not in LABELS:
+        raise InputError(f"label must be one of {', '.join(LABELS)}, got {label!r:.40}")
+    if id_a == id_b:
+        raise InputError("a pair needs two different ids")
+    low, high = sorted((id_a, id_b))
+    with translated("storing a label"):
+        scope.conn.execute(
+            scope.sql(
+                "INSERT INTO {s}.labels (collection_id, id_a, id_b, label, note, token_id, labelled_by) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (collection_id, id_a, id_b) DO UPDATE "
+                "SET label = excluded.label, note = excluded.note, token_id = excluded.token_id, "
+                "labelled_by = excluded.labelled_by, labelled_at = now()"
+            ),
+            (scope.collection_id, low, high, label, note, token_id, labelled_by),
+        )
+
+
+def get(scope: Scope, id_a: str, id_b: str) -> LabelRow | None:
+    """The label of one pair of the scope's collection, or None."""
+    low, high = sorted((id_a, id_b))
+    with translated("reading a label"):
+        row = scope.conn.execute(
+            scope.sql(
+                f"SELECT {_VIEW_COLUMNS} FROM {{s}}.pair_labels "
+                "WHERE collection_id = %s AND id_a = %s AND id_b = %s"
+            ),
+            (scope.collection_id, low, high),
+        ).fetchone()
+    return None if row is None else LabelRow(*row)
+
+
+def export(scope: Scope, collection: str | None = None) -> list[LabelRow]:
+    """Every label (of one collection, when named), by collection and pair."""
+    query = f"SELECT {_VIEW_COLUMNS} FROM {{s}}.pair_labels"
+    params: tuple[str, ...] = ()
+    if collection is not None:
+        query += " WHERE collection = %s"
+        params = (collection,)
+    with translated("exporting labels"):
+        rows = scope.conn.execute(scope.sql(query + " ORDER BY collection, id_a, id_b"), params).fetchall()
+    return [LabelRow(*r) for r in rows]
+
+
+def verdicts(scope: Scope) -> tuple[int, int]:
+    """Of the labelled pairs that are stored pairs of the scope's collection now: how many were
+    labelled duplicate, and how many not (the labels' measure of precision)."""
+    with translated("counting labels"):
+        row = scope.conn.execute(
+            scope.sql(
+                "SELECT count(*) FILTER (WHERE label = 'duplicate'), "
+                "count(*) FILTER (WHERE label = 'not_duplicate') "
+                "FROM {s}.pair_labels WHERE collection_id = %s AND similarity IS NOT NULL"
+            ),
+            (scope.collection_id,),
+        ).fetchone()
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))

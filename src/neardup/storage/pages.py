@@ -1,0 +1,212 @@
+"""Pages of listings for the service (keyset paging: each page starts after the last key of the one
+before, so a page costs the same wherever it is), single documents with their pairs, one pair,
+and dropping a collection.
+
+Each function reads on the caller's connection with the scope's collection; none commits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from neardup.storage import catalog
+from neardup.storage.connect import transaction, translated
+from neardup.storage.names import PARTITIONED_TABLES
+from neardup.storage.scope import Scope
+
+
+@dataclass(frozen=True)
+class ClusterRow:
+    """One cluster: its stored id, size, representative (smallest id) and its first ids."""
+
+    cluster: int
+    size: int
+    representative: str
+    ids: list[str]
+
+
+def pairs_page(
+    scope: Scope, min_similarity: float, after: tuple[str, str] | None, limit: int
+) -> list[tuple[str, str, float, str]]:
+    """Up to ``limit`` pairs (id_a, id_b, similarity, method) at or above ``min_similarity``, by
+    (id_a, id_b), starting after the key ``after``."""
+    query = (
+        "SELECT id_a, id_b, similarity, method FROM {s}.pair_list "
+        "WHERE collection_id = %s AND similarity >= %s AND (id_a, id_b) > (%s, %s) "
+        "ORDER BY id_a, id_b LIMIT %s"
+    )
+    first = ("", "") if after is None else after
+    with translated("reading a page of pairs"):
+        rows = scope.conn.execute(
+            scope.sql(query), (scope.collection_id, min_similarity, *first, limit)
+        ).fetchall()
+    return [(a, b, float(s), m) for a, b, s, m in rows]
+
+
+# Clusters grouped from the cluster_list view: id order is bytewise (the ids' "C" collation).
+_CLUSTERS = (
+    "SELECT cluster, size, representative, ids FROM ("
+    "SELECT cluster, count(*) AS size, min(id) AS representative, "
+    "(array_agg(id ORDER BY id))[1:%(ids)s] AS ids FROM {s}.cluster_list "
+    "WHERE collection_id = %(c)s GROUP BY cluster) g "
+)
+
+
+def clusters_page(
+    scope: Scope, after: str | None, limit: int, ids_per_cluster: int = 100_000
+) -> list[ClusterRow]:
+    """Up to ``limit`` clusters by representative, after the representative ``after``; each with
+    at most ``ids_per_cluster`` of its ids, sorted."""
+    params: dict[str, Any] = {
+        "c": scope.collection_id,
+        "after": after or "",
+        "n": limit,
+        "ids": ids_per_cluster,
+    }
+    query = _CLUSTERS + "WHERE representative > %(after)s ORDER BY representative LIMIT %(n)s"
+    with translated("reading a page of clusters"):
+        rows = scope.conn.execute(scope.sql(query), params).fetchall()
+    return [ClusterRow(int(c), int(n), r, list(ids)) for c, n, r, ids in rows]
+
+
+def largest_clusters(
+    scope: Scope, after: tuple[int, str] | None, limit: int, ids_per_cluster: int = 5
+) -> list[ClusterRow]:
+    """Up to ``limit`` clusters, largest first (then by representative), after the key
+    (size, representative) ``after``."""
+    params: dict[str, Any] = {"c": scope.collection_id, "n": limit, "ids": ids_per_cluster}
+    query = _CLUSTERS
+    if after is not None:
+        query += "WHERE size < %(size)s OR (size = %(size)s AND representative > %(rep)s) "
+        params.update(size=after[0], rep=after[1])
+    query += "ORDER BY size DESC, representative LIMIT %(n)s"
+    with translated("reading the largest clusters"):
+        rows = scope.conn.execute(scope.sql(query), params).fetchall()
+    return [ClusterRow(int(c), int(n), r, list(ids)) for c, n, r, ids in rows]
+
+
+def cluster_members(scope: Scope, cluster: int, limit: int) -> list[tuple[str, dict[str, Any] | None]]:
+    """Up to ``limit`` documents (id, meta) of one cluster, by id."""
+    with translated(f"reading cluster {cluster}"):
+        rows = scope.conn.execute(
+            scope.sql(
+                "SELECT d.external_id, d.meta FROM {documents_p} d "
+                "JOIN {contents_p} t ON t.content_id = d.content_id "
+                "WHERE t.cluster_id = %s AND t.shingle_count > 0 ORDER BY d.external_id LIMIT %s"
+            ),
+            (cluster, limit),
+        ).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+def cluster_pairs(scope: Scope, cluster: int, limit: int) -> list[tuple[str, str, float, str]]:
+    """Up to ``limit`` pairs (id_a, id_b, similarity, method) within one cluster, most similar first."""
+    with translated(f"reading the pairs of cluster {cluster}"):
+        rows = scope.conn.execute(
+            scope.sql(
+                "SELECT id_a, id_b, similarity, method FROM {s}.pair_list WHERE collection_id = %s "
+                "AND content_a IN (SELECT content_id FROM {contents_p} WHERE cluster_id = %s) "
+                "ORDER BY similarity DESC, id_a, id_b LIMIT %s"
+            ),
+            (scope.collection_id, cluster, limit),
+        ).fetchall()
+    return [(a, b, float(s), m) for a, b, s, m in rows]
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    """A stored document: id, text (None when texts are not stored), metadata, cluster."""
+
+    id: str
+    text: str | None
+    meta: dict[str, Any] | None
+    cluster: int
+
+
+def document(scope: Scope, doc_id: str) -> DocumentRow | None:
+    """One document of the scope's collection, or None."""
+    with translated("reading a document"):
+        row = scope.conn.execute(
+            scope.sql(
+                "SELECT d.external_id, d.text, d.meta, t.cluster_id FROM {documents_p} d "
+                "JOIN {contents_p} t ON t.content_id = d.content_id WHERE d.external_id = %s"
+            ),
+            (doc_id,),
+        ).fetchone()
+    return None if row is None else DocumentRow(row[0], row[1], row[2], int(row[3]))
+
+
+def document_pairs(scope: Scope, doc_id: str) -> list[tuple[str, float, str]]:
+    """The document's near-duplicates (other id, similarity, method), most similar first."""
+    with translated("reading a document's pairs"):
+        rows = scope.conn.execute(
+            scope.sql(
+                "WITH me AS (SELECT d.content_id, d.external_id, t.shingle_count FROM {documents_p} d "
+                "JOIN {contents_p} t ON t.content_id = d.content_id WHERE d.external_id = %(id)s) "
+                "SELECT d.external_id, p.similarity, p.method FROM me "
+                "JOIN {pairs_p} p ON me.content_id IN (p.content_a, p.content_b) "
+                "JOIN {documents_p} d ON d.content_id = "
+                "CASE WHEN p.content_a = me.content_id THEN p.content_b ELSE p.content_a END "
+                "UNION ALL "
+                "SELECT d.external_id, 1.0, 'identical' FROM me JOIN {documents_p} d "
+                "ON d.content_id = me.content_id AND d.external_id <> me.external_id "
+                "WHERE me.shingle_count > 0 "
+                "ORDER BY 2 DESC, 1"
+            ),
+            {"id": doc_id},
+        ).fetchall()
+    return [(other, float(s), m) for other, s, m in rows]
+
+
+def pair(scope: Scope, id_a: str, id_b: str) -> tuple[float, str] | None:
+    """The stored similarity and method of two documents, or None when they are no stored pair."""
+    with translated("reading a pair"):
+        row = scope.conn.execute(
+            scope.sql(
+                "SELECT CASE WHEN da.content_id = db.content_id THEN 1.0::double precision "
+                "ELSE p.similarity END, "
+                "CASE WHEN da.content_id = db.content_id THEN 'identical' ELSE p.method END "
+                "FROM {documents_p} da JOIN {documents_p} db ON db.external_id = %(b)s "
+                "JOIN {contents_p} t ON t.content_id = da.content_id AND t.shingle_count > 0 "
+                "LEFT JOIN {pairs_p} p ON p.content_a = least(da.content_id, db.content_id) "
+                "AND p.content_b = greatest(da.content_id, db.content_id) "
+                "WHERE da.external_id = %(a)s AND da.external_id <> db.external_id"
+            ),
+            {"a": id_a, "b": id_b},
+        ).fetchone()
+    if row is None or row[0] is None:
+        return None
+    return float(row[0]), str(row[1])
+
+
+def drop_collection(scope: Scope, name: str) -> bool:
+    """Drop a collection with its partitions and labels, in one transaction; False when it does
+    not exist. Writers of the collection finish first (its row lock)."""
+    with translated(f"dropping collection {name!r}"), transaction(scope.conn):
+        catalog.lock_name(scope, name)
+        row = catalog.get(scope, name, lock=True)
+        if row is None:
+            return False
+        here = scope.with_collection(row.collection_id)
+        for table in PARTITIONED_TABLES:
+            here.conn.execute(here.sql(f"DROP TABLE IF EXISTS {{{table}_p}}"))
+        here.conn.execute(
+            here.sql("DELETE FROM {s}.collections WHERE collection_id = %s"), (row.collection_id,)
+        )
+    return True
+
+
+def collection(scope: Scope, name: str) -> catalog.CollectionRow | None:
+    """The collection called ``name``, or None."""
+    with translated(f"reading collection {name!r}"):
+        return catalog.get(scope, name)
+
+
+def collections(scope: Scope) -> list[tuple[str, float, bool]]:
+    """Every collection of the schema: (name, threshold, store_text), by name."""
+    with translated("listing collections"):
+        rows = scope.conn.execute(
+            scope.sql("SELECT name, threshold, store_text FROM {s}.collections ORDER BY name")
+        ).fetchall()
+    return [(str(n), float(t), bool(s)) for n, t, s in rows]

@@ -1,0 +1,96 @@
+"""The review pages over plain HTTP: login, CSRF, search by id and by text, escaping."""
+
+from __future__ import annotations
+
+import re
+
+from tests.service.conftest import Service
+
+TEXT = "Storms cut power to 40,000 homes across the northern valley on Tuesday night, officials said."
+
+
+def _setup(service: Service, name: str) -> None:
+    with service.client(service.tokens["admin"]) as admin:
+        admin.delete(f"/v1/collections/{name}")
+        assert admin.post("/v1/collections", json={"name": name, "threshold": 0.5}).status_code == 201
+        docs = [
+            {"id": "<b>x</b>", "text": TEXT, "meta": {"note": "<script>alert(1)</script>"}},
+            {"id": "y&z", "text": TEXT.replace("40,000", "42,000")},
+        ]
+        assert admin.post(f"/v1/collections/{name}/documents", json=docs).status_code == 200
+
+
+def _csrf(html: str) -> str:
+    match = re.search(r'name="csrf" value="([^"]*)"', html)
+    assert match, html[:500]
+    return match.group(1)
+
+
+def test_login_session_and_csrf(service: Service) -> None:
+    name = "review-http"
+    _setup(service, name)
+    with service.client() as browser:
+        r = browser.get(f"/review/{name}", follow_redirects=False)
+        assert r.status_code == 303
+        assert r.headers["location"].startswith("/review/login")
+        form = browser.get("/review/login", params={"next": f"/review/{name}"})
+        bad = browser.post(
+            "/review/login", data={"token": "nd_wrong", "csrf": _csrf(form.text), "next": "/review/"}
+        )
+        assert bad.status_code == 401
+        assert "not valid" in bad.text
+        forged = browser.post("/review/login", data={"token": service.tokens["write"], "csrf": "forged"})
+        assert forged.status_code == 403
+        form = browser.get("/review/login", params={"next": f"/review/{name}"})
+        r = browser.post(
+            "/review/login",
+            data={"token": service.tokens["write"], "csrf": _csrf(form.text), "next": f"/review/{name}"},
+            follow_redirects=False,
+        )
+        assert r.status_code == 303
+        assert r.headers["location"] == f"/review/{name}"
+        cookie = r.headers["set-cookie"]
+        assert "HttpOnly" in cookie
+        assert "SameSite=strict" in cookie or "SameSite=Strict" in cookie
+        assert service.tokens["write"] not in cookie
+        page = browser.get(f"/review/{name}")
+        assert page.status_code == 200
+        session_csrf = _csrf(page.text)
+        # The cookie alone cannot label: the form needs the session's CSRF value.
+        label = {"a": "<b>x</b>", "b": "y&z", "label": "duplicate", "note": "n"}
+        assert browser.post(f"/review/{name}/label", data={**label, "csrf": "wrong"}).status_code == 403
+        ok = browser.post(
+            f"/review/{name}/label", data={**label, "csrf": session_csrf}, follow_redirects=False
+        )
+        assert ok.status_code == 303
+        pair = browser.get(ok.headers["location"])
+        assert "Label saved" in pair.text
+        # Logging out ends the session.
+        browser.post("/review/logout", data={"csrf": session_csrf})
+        assert browser.get(f"/review/{name}", follow_redirects=False).status_code == 303
+
+
+def test_search_by_id_and_text_escape_everything(service: Service) -> None:
+    name = "review-search"
+    _setup(service, name)
+    with service.client(service.tokens["read"]) as reader:
+        doc = reader.get(f"/review/{name}/document", params={"id": "<b>x</b>"})
+        assert doc.status_code == 200
+        assert "&lt;b&gt;x&lt;/b&gt;" in doc.text
+        assert "<script>alert(1)</script>" not in doc.text
+        assert "y&amp;z" in doc.text
+        assert reader.get(f"/review/{name}/document", params={"id": "nope"}).status_code == 404
+        found = reader.post(f"/review/{name}/search", data={"text": TEXT})
+        assert found.status_code == 200
+        assert found.text.index("&lt;b&gt;x&lt;/b&gt;") < found.text.index("y&amp;z")  # best first
+        cluster = re.search(rf'href="/review/{name}/cluster/(\d+)"', reader.get(f"/review/{name}").text)
+        assert cluster
+        members = reader.get(f"/review/{name}/cluster/{cluster.group(1)}")
+        assert "\\u003cscript\\u003e" in members.text  # tojson escapes < and >
+        assert "<script>alert" not in members.text
+        pair = reader.get(f"/review/{name}/pair", params={"a": "<b>x</b>", "b": "y&z"})
+        assert pair.text.count("<mark>") >= 2
+        assert "Labelling needs a write token" in pair.text
+        # A read token cannot label, even with the header.
+        label = {"a": "<b>x</b>", "b": "y&z", "label": "duplicate"}
+        assert reader.post(f"/review/{name}/label", data=label).status_code == 403
