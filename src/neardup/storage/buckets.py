@@ -54,12 +54,14 @@ def insert(
         cp.write(data)
 
 
-def _columns(scope: Scope, query: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _columns(
+    scope: Scope, query: str, params: dict[str, Any] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(band, bucket, content) columns of a query, fetched as three binary arrays in one row."""
     with scope.conn.cursor(binary=True) as cur:
         row = cur.execute(
             scope.sql(f"SELECT array_agg(band), array_agg(bucket), array_agg(content_id) FROM ({query}) q"),
-            {"c": scope.collection_id},
+            {"c": scope.collection_id, **(params or {})},
             prepare=False,  # never a generic plan: the batch's size matters to the plan
         ).fetchone()
     if row is None or row[0] is None:
@@ -77,10 +79,25 @@ def shared_buckets(scope: Scope) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     )
 
 
+# Up to this many keys a probe binds them as arrays; more go through a temporary table with
+# statistics, which the planner needs to keep index probes for large batches. The temporary
+# table costs a CREATE, a COPY and an ANALYZE (milliseconds): too much for one query's keys.
+_UNNEST_KEYS = 5_000
+
+
 def members_of(
     scope: Scope, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(band, bucket, content) of every stored row in the given (band, bucket) pairs (distinct pairs)."""
+    if band.size <= _UNNEST_KEYS:
+        with index_probes(scope.conn):
+            return _columns(
+                scope,
+                "SELECT b.band, b.bucket, b.content_id "
+                "FROM unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket) JOIN {buckets_p} b "
+                "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket",
+                {"bands": band.tolist(), "keys": bucket.tolist()},
+            )
     scope.conn.execute(
         "CREATE TEMP TABLE IF NOT EXISTS neardup_keys (band smallint, bucket bigint) ON COMMIT DELETE ROWS"
     )
