@@ -173,7 +173,7 @@ def test_embedded_default_persists_between_processes(tmp_path: Path) -> None:
     home = Path(tempfile.mkdtemp(prefix="nd-home-", dir="/var/tmp"))
     home.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "NEARDUP_DATABASE_URL"}
-    env.update(NEARDUP_HOME=str(home), HOME=str(home))
+    env.update(NEARDUP_HOME=str(home), HOME=str(home), NEARDUP_SERVER_IDLE_TIMEOUT="0")  # stop after each
     try:
 
         def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

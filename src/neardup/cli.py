@@ -55,6 +55,7 @@ EXAMPLES = {
     "serve": "neardup --db postgresql://app@db/archive serve --host 0.0.0.0 --port 8080 --workers 2",
     "token": "neardup token create --scope write --collection news --name ingest-bot",
     "labels": "neardup --collection news labels --format jsonl > labels.jsonl",
+    "server": "neardup server status --format json",
 }
 
 
@@ -702,6 +703,39 @@ def cmd_labels(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_server(args: argparse.Namespace) -> int:
+    from neardup.storage import embedded
+
+    if args.db or os.environ.get("NEARDUP_DATABASE_URL"):
+        print(
+            "neardup: a database URL is set (--db or NEARDUP_DATABASE_URL), so commands do not use "
+            "the embedded server; its state:",
+            file=sys.stderr,
+        )
+    if args.action == "stop":
+        pid = embedded.stop_server()
+        print(
+            "the embedded server is not running"
+            if pid is None
+            else f"stopped the embedded server (pid {pid})",
+            file=sys.stderr,
+        )
+        return 0
+    s = embedded.server_state()
+    rows: list[tuple[str, Any]] = [
+        ("running", s.running),
+        ("pid", s.pid),
+        ("data_directory", str(s.data_dir)),
+        ("socket", s.socket_dir and str(s.socket_dir)),
+        ("in_use", s.in_use),
+        ("idle_timeout", s.idle_timeout),
+        ("idle_seconds", None if s.idle_seconds is None else round(s.idle_seconds, 1)),
+        ("watchdog_pid", s.watchdog_pid),
+    ]
+    _emit(args.format, ["name", "value"], rows)
+    return 0
+
+
 # -- option values: each range is checked here, once, so every command takes the same values ----
 
 _T = TypeVar("_T")
@@ -1022,6 +1056,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("labels", "Export the labels people gave pairs on the review pages (of --collection).")
     p.add_argument("--all", action="store_true", help="labels of every collection")
     p.set_defaults(func=cmd_labels)
+
+    p = command(
+        "server",
+        "Show or stop the embedded server (used when no database URL is given).",
+        "The embedded server keeps running between commands and stops by itself once unused for\n"
+        "$NEARDUP_SERVER_IDLE_TIMEOUT seconds (default 300; 0 stops it as each last command ends).\n"
+        "status prints whether it runs, its pid, data directory, socket, idle timeout and how long it\n"
+        "has been idle. stop shuts it down now; it refuses, with an error, while a command uses the\n"
+        "server rather than wait behind a long import or cut it off: run it again when that ends.",
+    )
+    p.add_argument("action", choices=("status", "stop"))
+    p.set_defaults(func=cmd_server)
     return parser
 
 

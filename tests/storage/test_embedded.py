@@ -1,21 +1,31 @@
-"""The embedded default database: where its data lives, that it persists, that concurrent users share it."""
+"""The embedded default database: where its data lives, that it persists, that concurrent users share
+it, that it outlives a command and stops once idle, and never while in use."""
 
+import contextlib
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import platformdirs
 import psycopg
 import pytest
 
+from neardup.errors import ServerError
 from neardup.storage import embedded
-from neardup.storage.embedded import default_data_dir, embedded_database
+from neardup.storage.embedded import (
+    default_data_dir,
+    embedded_database,
+    server_state,
+    stop_server,
+)
 from tests.conftest import psycopg_url
 
 AS_ROOT = os.geteuid() == 0
@@ -26,16 +36,55 @@ def query(url: str, sql: str) -> list[tuple[object, ...]]:
         return conn.execute(sql).fetchall()
 
 
+def stop_everything(data_dir: Path) -> None:
+    """Stop the server on data_dir and its watchdog, whatever state a (failed) test left them in."""
+    paths = embedded._Paths.of(data_dir)
+    watchdog = embedded._watchdog(paths)
+    try:
+        stop_server(data_dir)
+    except ServerError:  # still 'in use' by a leaked child: stop it anyway
+        if (pid := embedded._postmaster_pid(data_dir)) is not None:
+            embedded._stop_postmaster(data_dir, pid)
+    if watchdog is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(watchdog.pid, signal.SIGKILL)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 30) -> float:
+    """Seconds until condition() held, polling; fails the test after timeout seconds."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout:
+            pytest.fail(f"condition not met within {timeout} s")
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError):  # a zombie (its parent has not reaped it yet) is gone
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    return True
+
+
 @pytest.fixture
 def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A fresh 0755 $NEARDUP_HOME under /var/tmp: as root, 'nobody' cannot reach pytest's tmp_path."""
+    """A fresh 0755 $NEARDUP_HOME under /var/tmp (as root, 'nobody' cannot reach pytest's tmp_path);
+    the server stops as the last user leaves unless a test sets an idle timeout."""
     path = Path(tempfile.mkdtemp(prefix="neardup-home-", dir="/var/tmp"))
     path.chmod(0o755)  # our own new directory
     monkeypatch.setenv("NEARDUP_HOME", str(path))
-    yield path
-    pid_file = path / "pg18" / "postmaster.pid"
-    assert not pid_file.exists(), "a test left the server running"
-    shutil.rmtree(path)
+    monkeypatch.setenv("NEARDUP_SERVER_IDLE_TIMEOUT", "0")
+    try:
+        yield path
+    finally:
+        stop_everything(path / "pg18")
+        shutil.rmtree(path)
 
 
 def test_neardup_home_overrides_the_data_dir_for_everyone(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -160,3 +209,110 @@ def test_only_the_directories_made_for_the_server_get_their_mode(home: Path) -> 
     assert private.stat().st_mode & 0o777 == 0o700  # existing: left alone
     assert (private / "made").stat().st_mode & 0o777 == 0o755
     assert (private / "made" / "here").stat().st_mode & 0o777 == 0o755
+
+
+def test_the_idle_timeout_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NEARDUP_SERVER_IDLE_TIMEOUT", raising=False)
+    assert embedded.configured_idle_timeout() == 300
+    monkeypatch.setenv("NEARDUP_SERVER_IDLE_TIMEOUT", " 2.5 ")
+    assert embedded.configured_idle_timeout() == 2.5
+    for bad in ("-1", "soon", "nan", "inf"):
+        monkeypatch.setenv("NEARDUP_SERVER_IDLE_TIMEOUT", bad)
+        with pytest.raises(ServerError, match="NEARDUP_SERVER_IDLE_TIMEOUT must be a number of seconds"):
+            embedded.configured_idle_timeout()
+
+
+def test_the_server_outlives_its_user_and_the_next_one_reuses_it(home: Path) -> None:
+    with embedded_database(idle_timeout=60) as url:
+        with psycopg.connect(psycopg_url(url)) as conn:
+            conn.execute("CREATE TABLE kept (id int)")
+        first = server_state()
+    assert first.running
+    assert first.pid is not None
+    assert first.in_use
+    assert first.idle_seconds is None
+    after = server_state()
+    assert after.running
+    assert after.pid == first.pid
+    assert not after.in_use
+    assert after.idle_seconds is not None
+    assert after.idle_seconds < 30
+    assert after.idle_timeout == 60
+    assert after.watchdog_pid is not None
+    assert alive(after.watchdog_pid)
+    with embedded_database(idle_timeout=60) as again:
+        assert again == url
+        assert query(again, "SELECT count(*) FROM kept") == [(0,)]
+        assert server_state().pid == first.pid  # attached, not restarted
+    assert stop_server() == first.pid
+    assert not server_state().running
+    wait_for(lambda: not alive(after.watchdog_pid))  # told to go with its server
+    assert stop_server() is None  # nothing left to stop
+
+
+def test_it_stops_once_idle_for_the_timeout(home: Path) -> None:
+    with embedded_database(idle_timeout=2):
+        pass
+    left = time.monotonic()
+    state = server_state()
+    assert state.running
+    assert state.watchdog_pid is not None
+    wait_for(lambda: not server_state().running)
+    assert time.monotonic() - left >= 1.9  # not before the timeout (mtime and clocks agree to ms)
+    assert not (home / "pg18" / "postmaster.pid").exists()  # a clean shutdown
+    wait_for(lambda: not alive(state.watchdog_pid))  # and its watchdog went with it
+
+
+def test_a_server_in_use_is_not_stopped_past_the_timeout(home: Path) -> None:
+    with embedded_database(idle_timeout=1) as url:
+        pid = server_state().pid
+        time.sleep(4)  # four timeouts
+        assert query(url, "SELECT 1") == [(1,)]
+        assert server_state().pid == pid
+        with pytest.raises(ServerError, match="in use by another neardup command"):
+            stop_server()
+        assert query(url, "SELECT 1") == [(1,)]
+    wait_for(lambda: not server_state().running)
+
+
+def test_a_dead_watchdog_is_replaced_by_the_next_user(home: Path) -> None:
+    with embedded_database(idle_timeout=60):
+        pass
+    state = server_state()
+    assert state.watchdog_pid is not None
+    os.kill(state.watchdog_pid, signal.SIGKILL)
+    wait_for(lambda: server_state().watchdog_pid is None)
+    assert server_state().running  # the server itself is untouched
+    with embedded_database(idle_timeout=2) as url:
+        assert query(url, "SELECT 1") == [(1,)]
+    again = server_state()
+    assert again.pid == state.pid
+    assert again.watchdog_pid not in (None, state.watchdog_pid)
+    assert again.idle_timeout == 2  # the newest setting applies
+    wait_for(lambda: not server_state().running)
+
+
+def test_concurrent_processes_share_one_server_that_outlives_them(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NEARDUP_SERVER_IDLE_TIMEOUT", "60")
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    try:
+        starts = [child.stdout.readline().strip() if child.stdout else "" for child in children]
+        assert starts[0] == starts[1] != ""
+        assert server_state().in_use
+    finally:
+        for child in children:
+            child.communicate("\n", timeout=60)
+    assert [child.returncode for child in children] == [0, 0]
+    state = server_state()
+    assert state.running
+    assert not state.in_use
+    assert state.watchdog_pid is not None
+    with embedded_database() as url:
+        assert str(query(url, "SELECT pg_postmaster_start_time()")) == starts[0]
