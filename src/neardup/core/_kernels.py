@@ -6,13 +6,23 @@ come as uint8 (pure-ASCII batches, no widening copy) or uint32; numba compiles o
 
 Integer arithmetic is exact and platform-independent: 32-bit steps are narrowed with an explicit
 ``np.uint32(...)`` after every operation (numba widens uint32 operands to 64 bits otherwise), and
-64-bit steps use uint64 operands only (mixing signed and unsigned would give floats).
+64-bit steps use uint64 operands only (mixing signed and unsigned would give floats). The same
+code therefore gives the same bits run by the interpreter on numpy scalars (which wrap where numba
+wraps): the public kernels do that for small inputs until they are compiled or cached, because
+compiling them all takes seconds and a few documents take milliseconds interpreted.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import types
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
 import numpy as np
 from numba import njit
+from numba.core.dispatcher import Dispatcher
 
 U32 = np.uint32
 U64 = np.uint64
@@ -40,6 +50,91 @@ _FIVE = U64(5)
 EMPTY = U32(0xFFFFFFFF)
 # Seeds the band-key fold so that an all-zero band does not hash to fmix64(0) = 0.
 _BAND_SEED = U64(0x243F6A8885A308D3)
+
+
+# Interpreted, a kernel takes ~10 us per unit of work (about one inner-loop step); compiling one takes
+# 0.3-1 s, loading it from numba's cache a few ms. So a kernel neither compiled in this process nor
+# cached runs interpreted on inputs below INTERPRET_BELOW units (under ~50 ms), until it has spent
+# INTERPRET_BUDGET units (~1 s, about its compile time) that way; then it compiles, and caches.
+INTERPRET_BELOW = 5_000
+INTERPRET_BUDGET = 100_000
+
+
+class _Kernel:
+    """A compiled kernel that runs small inputs interpreted until it is compiled or cached."""
+
+    def __init__(self, compiled: Any, work: Callable[..., int]) -> None:
+        self.compiled = compiled
+        self.work = work
+        self.name: str = compiled.py_func.__name__
+        self.spent = 0
+        self.cached: bool | None = None  # whether numba's cache has it, looked up on first use
+        functools.update_wrapper(self, compiled.py_func)
+
+    def _in_cache(self) -> bool:
+        if self.cached is None:
+            try:  # numba's private layout; if it moves, small inputs run interpreted, as when uncached
+                self.cached = os.path.exists(self.compiled._cache._cache_file._index_path)
+            except AttributeError:
+                self.cached = False
+        return self.cached
+
+    def __call__(self, *args: Any) -> Any:
+        work = self.work(*args)
+        if (
+            work >= INTERPRET_BELOW
+            or self.spent >= INTERPRET_BUDGET
+            or self.compiled.overloads
+            or self._in_cache()
+        ):
+            return self.compiled(*args)
+        self.spent += work
+        return interpreted(self.name)(*args)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _kernel(work: Callable[..., int]) -> Callable[[_F], _F]:
+    """Compile the function with numba (cached, GIL released) and route small inputs as _Kernel does."""
+
+    def wrap(function: _F) -> _F:
+        return cast(_F, _Kernel(njit(cache=True, nogil=True)(function), work))
+
+    return wrap
+
+
+@functools.cache
+def _interpreted_namespace() -> dict[str, Any]:
+    """This module's globals with every kernel and helper as its plain Python function."""
+    namespace = dict(globals())
+    for name, value in globals().items():
+        compiled = value.compiled if isinstance(value, _Kernel) else value
+        if isinstance(compiled, Dispatcher):
+            f = compiled.py_func
+            namespace[name] = types.FunctionType(
+                f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__
+            )
+    # Interpreted, a document's sort is numpy's: every correct sort gives the same values, and the
+    # radix sort's passes over 2**11 counters would take ~0.1 s per document as Python.
+    namespace["_insertion_sort"] = np.sort
+    namespace["_radix_sort"] = lambda values, scratch, counts: np.sort(values)
+    return namespace
+
+
+def interpreted(name: str) -> Callable[..., Any]:
+    """Kernel ``name`` run by the interpreter on numpy scalars: the same code, the same results."""
+    function = _interpreted_namespace()[name]
+
+    def run(*args: Any) -> Any:
+        with np.errstate(over="ignore"):  # numpy scalars warn where numba silently wraps, as intended
+            return function(*args)
+
+    return run
+
+
+def _docs(offsets: np.ndarray) -> int:
+    return int(offsets.shape[0]) - 1
 
 
 @njit(inline="always")
@@ -95,7 +190,7 @@ def _max_length(offsets: np.ndarray) -> int:
     return longest
 
 
-@njit(cache=True, nogil=True)
+@_kernel(lambda cps, offsets, is_space: cps.shape[0] + _docs(offsets))
 def collapse_whitespace(
     cps: np.ndarray, offsets: np.ndarray, is_space: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -120,7 +215,7 @@ def collapse_whitespace(
     return out[:w].copy(), out_off
 
 
-@njit(cache=True, nogil=True)
+@_kernel(lambda cps, offsets, k: cps.shape[0] * (k + 2) + _docs(offsets))
 def char_shingle_hashes(cps: np.ndarray, offsets: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """MurmurHash3_x86_32 (seed 0) of the UTF-32-LE bytes of every window of k code points.
 
@@ -155,7 +250,7 @@ def char_shingle_hashes(cps: np.ndarray, offsets: np.ndarray, k: int) -> tuple[n
     return out, out_off
 
 
-@njit(cache=True, nogil=True)
+@_kernel(lambda cps, offsets, k, is_space: cps.shape[0] * (k + 2) + _docs(offsets))
 def word_shingle_hashes(
     cps: np.ndarray, offsets: np.ndarray, k: int, is_space: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -218,7 +313,8 @@ def _radix_sort(values: np.ndarray, scratch: np.ndarray, counts: np.ndarray) -> 
     n = values.shape[0]
     src, dst = values, scratch
     for shift in range(0, 33, _RADIX_BITS):
-        counts[:] = 0
+        for d in range(_RADIX):
+            counts[d] = 0
         for i in range(n):
             counts[(src[i] >> U32(shift)) & _RADIX_MASK] += 1
         total = 0
@@ -234,7 +330,20 @@ def _radix_sort(values: np.ndarray, scratch: np.ndarray, counts: np.ndarray) -> 
     return src
 
 
-@njit(cache=True, nogil=True)
+@njit(inline="always")
+def _insertion_sort(values: np.ndarray) -> np.ndarray:
+    """Sort ``values`` in place (few values: no counting passes) and return it."""
+    for i in range(1, values.shape[0]):
+        v = values[i]
+        j = i
+        while j > 0 and values[j - 1] > v:
+            values[j] = values[j - 1]
+            j -= 1
+        values[j] = v
+    return values
+
+
+@_kernel(lambda values, offsets: values.shape[0] * 2 + _docs(offsets))  # interpreted, numpy sorts
 def unique_sorted(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sort each document's values and drop repeats."""
     n_docs = offsets.shape[0] - 1
@@ -248,12 +357,14 @@ def unique_sorted(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, 
     counts = np.empty(_RADIX, dtype=np.int64)
     w = 0
     for d in range(n_docs):
-        n = offsets[d + 1] - offsets[d]
-        if n < 64:  # a comparison sort is faster than three counting passes for a few values
-            part = np.sort(values[offsets[d] : offsets[d + 1]])
-        else:
-            buf_a[:n] = values[offsets[d] : offsets[d + 1]]
-            part = _radix_sort(buf_a[:n], buf_b[:n], counts)
+        start = offsets[d]
+        n = offsets[d + 1] - start
+        # Element loops, not slice assignment or np.sort: those pull in numba's generic broadcasting
+        # and quicksort, which cost ~6 s of compilation on first use for no speed here.
+        for i in range(n):
+            buf_a[i] = values[start + i]
+        # An insertion sort is faster than three counting passes for a few values.
+        part = _insertion_sort(buf_a[:n]) if n < 64 else _radix_sort(buf_a[:n], buf_b[:n], counts)
         for i in range(n):
             if i == 0 or part[i] != part[i - 1]:
                 out[w] = part[i]
@@ -262,7 +373,7 @@ def unique_sorted(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, 
     return out[:w].copy(), out_off
 
 
-@njit(cache=True, nogil=True)
+@_kernel(lambda hashes, offsets, a, b: (hashes.shape[0] + _docs(offsets)) * a.shape[0])
 def minhash_classic(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row i of document d: min over its hashes x of (a[i] * x + b[i]) mod PRIME; EMPTY if none."""
     n_docs = offsets.shape[0] - 1
@@ -282,7 +393,7 @@ def minhash_classic(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: n
     return sig
 
 
-@njit(cache=True, nogil=True)
+@_kernel(lambda hashes, offsets, n_bins, a, b, seed: hashes.shape[0] * 2 + _docs(offsets) * n_bins)
 def minhash_oph(
     hashes: np.ndarray, offsets: np.ndarray, n_bins: int, a: np.uint64, b: np.uint64, probe_seed: np.uint64
 ) -> np.ndarray:
@@ -323,7 +434,7 @@ def minhash_oph(
     return sig
 
 
-@njit(cache=True, nogil=True)
+@_kernel(lambda sig, bands, rows: sig.shape[0] * bands * rows)
 def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """Key of band j: h = BAND_SEED; h = fmix64(h ^ v) for its r values in order; as int64."""
     n_docs = sig.shape[0]
@@ -337,7 +448,11 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return out.view(np.int64)
 
 
-@njit(cache=True, nogil=True)
+@_kernel(
+    lambda values, offsets, left, right: (
+        left.shape[0] + int(np.diff(offsets)[left].sum() + np.diff(offsets)[right].sum())
+    )
+)
 def pair_jaccard(values: np.ndarray, offsets: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Exact Jaccard of sorted distinct sets ``left[i]`` and ``right[i]``; two empty sets give 0."""
     out = np.empty(left.shape[0], dtype=np.float64)
@@ -361,7 +476,7 @@ def pair_jaccard(values: np.ndarray, offsets: np.ndarray, left: np.ndarray, righ
     return out
 
 
-@njit(cache=True, nogil=True)
+@_kernel(lambda sigs, left, right: left.shape[0] * sigs.shape[1])
 def pair_agreement(sigs: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Share of equal non-EMPTY rows of signatures ``left[i]`` and ``right[i]`` (a Jaccard estimate)."""
     n = sigs.shape[1]
@@ -376,7 +491,7 @@ def pair_agreement(sigs: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.
     return out
 
 
-@njit(cache=True, nogil=True)
+@_kernel(lambda members, offsets, first_new: members.shape[0] + int((np.diff(offsets) ** 2).sum()))
 def group_pairs(members: np.ndarray, offsets: np.ndarray, first_new: int) -> np.ndarray:
     """Pairs (a, b), a < b, of members sharing a group with b >= first_new; may repeat across groups.
 

@@ -1,0 +1,157 @@
+"""The kernels run interpreted (small inputs, before they are compiled or cached) and compiled give
+the same bits, golden values included; a cold small batch compiles nothing."""
+
+import contextlib
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from neardup.core import _kernels
+from neardup.core.params import Params
+from neardup.core.ragged import Ragged
+from neardup.core.shingle import distinct
+from neardup.core.sketch import Sketcher
+
+from . import test_lsh, test_minhash, test_shingle
+
+MODES = ("compiled", "interpreted")
+
+
+@contextlib.contextmanager
+def forced(mode: str) -> Iterator[None]:
+    """Every kernel runs compiled, or every one interpreted, whatever its input's size."""
+
+    def compiled(self: Any, *args: Any) -> Any:
+        return self.compiled(*args)
+
+    def interpreted(self: Any, *args: Any) -> Any:
+        return _kernels.interpreted(self.name)(*args)
+
+    with mock.patch.object(_kernels._Kernel, "__call__", compiled if mode == "compiled" else interpreted):
+        yield
+
+
+GOLDEN: dict[str, Callable[[], None]] = {
+    "minhash oph": lambda: test_minhash.test_golden_signatures_in_this_and_a_fresh_process("oph"),
+    "minhash classic": lambda: test_minhash.test_golden_signatures_in_this_and_a_fresh_process("classic"),
+    "shingles": test_shingle.test_golden_hashes_never_change,
+    "band keys": test_lsh.test_golden_keys_never_change,
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("golden", GOLDEN)
+def test_golden_values_hold_compiled_and_interpreted(golden: str, mode: str) -> None:
+    with forced(mode):
+        GOLDEN[golden]()
+
+
+texts = st.lists(
+    st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=120)
+    | st.text(" \t\nab\u00e9\u4e2d\U0001f600", max_size=90),
+    max_size=6,
+)
+
+
+def everything(batch: list[str], params: Params) -> list[Any]:
+    """Every kernel's output on a batch: sketch, distinct sets, band keys, candidate pairs, similarities."""
+    sketcher = Sketcher(params)
+    sketch = sketcher.sketch(batch)
+    rows = np.arange(len(batch), dtype=np.int64)
+    sets = sketch.distinct_shingles(rows)
+    keys = sketcher.band_keys(sketch.signatures)
+    left, right = np.triu_indices(len(batch), 1)
+    left, right = left.astype(np.int64), right.astype(np.int64)
+    members = np.argsort(keys[:, 0], kind="stable").astype(np.int64)
+    groups = np.array([0, len(batch)], dtype=np.int64)
+    return [
+        sketch.shingles.values,
+        sketch.shingles.offsets,
+        sketch.signatures,
+        sets.values,
+        sets.offsets,
+        keys,
+        _kernels.pair_jaccard(sets.values, sets.offsets, left, right),
+        _kernels.pair_agreement(sketch.signatures, left, right),
+        _kernels.group_pairs(np.sort(members), groups, len(batch) // 2),
+    ]
+
+
+@given(
+    batch=texts,
+    scheme=st.sampled_from(["oph", "classic"]),
+    kind=st.sampled_from(["char", "word"]),
+    k=st.integers(1, 7),
+    seed=st.integers(0, 2**63 - 1),
+)
+def test_interpreted_kernels_give_the_compiled_bits(
+    batch: list[str], scheme: str, kind: str, k: int, seed: int
+) -> None:
+    params = Params(bands=4, rows=8, num_perm=32, scheme=scheme, seed=seed, shingle=kind, k=k)  # type: ignore[arg-type]
+    results = {}
+    for mode in MODES:
+        with forced(mode):
+            results[mode] = everything(batch, params)
+    for compiled, interpreted in zip(results["compiled"], results["interpreted"], strict=True):
+        assert compiled.dtype == interpreted.dtype
+        np.testing.assert_array_equal(compiled, interpreted)
+
+
+def test_long_documents_sort_alike_both_ways() -> None:
+    rng = np.random.default_rng(7)
+    lengths = np.array([0, 1, 63, 64, 65, 700], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    values = rng.integers(0, 2**32, size=int(offsets[-1]), dtype=np.uint32)
+    values[::3] = values[1::3][: values[::3].size]  # repeats to drop
+    outputs = []
+    for mode in MODES:
+        with forced(mode):
+            outputs.append(distinct(Ragged(values, offsets)))
+    np.testing.assert_array_equal(outputs[0].values, outputs[1].values)
+    np.testing.assert_array_equal(outputs[0].offsets, outputs[1].offsets)
+
+
+COLD = """
+import json
+import numpy as np
+from neardup.core import _kernels
+from neardup.core.params import Params
+from neardup.core.sketch import Sketcher
+
+kernels = {n: k for n, k in vars(_kernels).items() if isinstance(k, _kernels._Kernel)}
+def compiled():
+    return sorted(n for n, k in kernels.items() if k.compiled.overloads)
+sketcher = Sketcher(Params(bands=16, rows=8))
+texts = ["Storms cut power to 40,000 homes.", "Storms cut power to 40,000 homes!", "Rates held."]
+small = sketcher.sketch(texts)
+sketcher.band_keys(small.signatures)
+report = {"small": compiled()}
+while not kernels["band_keys"].compiled.overloads:  # many small calls: it compiles once past its budget
+    sketcher.band_keys(small.signatures)
+report["budget"] = compiled()
+sketcher.sketch(["a long text " * 1000])
+report["large"] = compiled()
+print(json.dumps(report))
+"""
+
+
+def test_a_cold_small_batch_compiles_nothing_and_large_work_compiles() -> None:
+    with tempfile.TemporaryDirectory() as cache:
+        env = {"NUMBA_CACHE_DIR": cache, "PATH": "/usr/bin:/bin"}
+        done = subprocess.run(
+            [sys.executable, "-c", COLD], capture_output=True, text=True, env=env, check=False, timeout=300
+        )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["small"] == []
+    assert report["budget"] == ["band_keys"]
+    assert set(report["large"]) == {"band_keys", "char_shingle_hashes", "collapse_whitespace", "minhash_oph"}
