@@ -53,15 +53,17 @@ _BAND_SEED = U64(0x243F6A8885A308D3)
 
 
 # Interpreted, a kernel takes ~10 us per unit of work (about one inner-loop step); compiling one takes
-# 0.3-1 s, loading it from numba's cache a few ms. So a kernel neither compiled in this process nor
-# cached runs interpreted on inputs below INTERPRET_BELOW units (under ~50 ms), until it has spent
-# INTERPRET_BUDGET units (~1 s, about its compile time) that way; then it compiles, and caches.
-INTERPRET_BELOW = 5_000
+# 0.3-1 s and loading it from numba's cache ~0.2 s (measured on this project's machine). So a kernel
+# not yet compiled in this process runs interpreted on inputs below INTERPRET_BELOW units (~0.2 s,
+# a cache load), until it has spent about what loading (cached) or compiling it would have cost;
+# then it loads or compiles (and caches) once. A small command never pays for either.
+INTERPRET_BELOW = 20_000
 INTERPRET_BUDGET = 100_000
+INTERPRET_BUDGET_CACHED = 20_000
 
 
 class _Kernel:
-    """A compiled kernel that runs small inputs interpreted until it is compiled or cached."""
+    """A compiled kernel that runs small inputs interpreted until that has cost what compiling would."""
 
     def __init__(self, compiled: Any, work: Callable[..., int]) -> None:
         self.compiled = compiled
@@ -73,20 +75,18 @@ class _Kernel:
 
     def _in_cache(self) -> bool:
         if self.cached is None:
-            try:  # numba's private layout; if it moves, small inputs run interpreted, as when uncached
+            try:  # numba's private layout; if it moves, the budget is the uncached one
                 self.cached = os.path.exists(self.compiled._cache._cache_file._index_path)
             except AttributeError:
                 self.cached = False
         return self.cached
 
     def __call__(self, *args: Any) -> Any:
+        if self.compiled.overloads:  # compiled or loaded in this process already
+            return self.compiled(*args)
         work = self.work(*args)
-        if (
-            work >= INTERPRET_BELOW
-            or self.spent >= INTERPRET_BUDGET
-            or self.compiled.overloads
-            or self._in_cache()
-        ):
+        budget = INTERPRET_BUDGET_CACHED if self._in_cache() else INTERPRET_BUDGET
+        if work >= INTERPRET_BELOW or self.spent + work > budget:
             return self.compiled(*args)
         self.spent += work
         return interpreted(self.name)(*args)
