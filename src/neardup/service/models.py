@@ -206,3 +206,10 @@ DOCUMENTS_BODY: dict[str, Any] = {
         },
     }
 }
+
+
+# The query's body, declared for the OpenAPI document; the route parses it itself (one pydantic
+# call on the raw bytes, without FastAPI's generic body handling, which costs a query a fifth more).
+QUERY_BODY: dict[str, Any] = {
+    "requestBody": {"required": True, "content": {"application/json": {"schema": Query.model_json_schema()}}}
+}

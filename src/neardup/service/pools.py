@@ -21,6 +21,10 @@ from neardup.index import Index
 DEFAULT_PER_COLLECTION = 8
 
 
+class BusyError(Exception):
+    """Every index of the collection is in use and the caller asked not to wait."""
+
+
 class IndexPool:
     """Up to ``size`` open indexes per collection, for the schema of one database."""
 
@@ -34,17 +38,22 @@ class IndexPool:
         self._closed = False
 
     @contextmanager
-    def index(self, name: str) -> Iterator[Index]:
+    def index(self, name: str, *, wait: bool = True) -> Iterator[Index]:
         """An open Index of collection ``name``, for this thread until the block ends (waiting while
-        ``size`` requests use the collection's indexes)."""
+        ``size`` requests use the collection's indexes). Without ``wait``, BusyError is raised instead of
+        waiting for a slot or opening an Index (which takes milliseconds)."""
         with self._lock:
             slots = self._slots.setdefault(name, threading.BoundedSemaphore(self._size))
-        with slots:
+        if not slots.acquire(blocking=wait):
+            raise BusyError(name)
+        try:
             with self._lock:
                 idle = self._idle.get(name)
                 index = idle.pop() if idle else None
                 generation = self._generation.get(name, 0)
             if index is None:
+                if not wait:
+                    raise BusyError(name)
                 index = Index.open(self.url, name, schema=self.schema)
             reusable = False
             try:
@@ -60,6 +69,8 @@ class IndexPool:
                         index = None
                 if index is not None:
                     index.close()
+        finally:
+            slots.release()
 
     def forget(self, name: str) -> None:
         """Close the idle indexes of ``name`` and keep none of those in use (it was dropped)."""

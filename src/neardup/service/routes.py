@@ -10,7 +10,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi import Query as QueryParam
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from neardup.errors import CollectionNotFoundError, InputError, NeardupError
@@ -18,6 +20,7 @@ from neardup.index import Index
 from neardup.records import Document, documents
 from neardup.service import models
 from neardup.service.auth import Principal, context, require
+from neardup.service.pools import BusyError
 from neardup.service.problems import MEDIA_TYPE, ProblemError
 from neardup.storage import labels, pages
 from neardup.storage.names import check_collection_name
@@ -283,13 +286,34 @@ def delete_document(request: Request, name: str, doc_id: str, who: Write) -> Res
 # -- looking up -----------------------------------------------------------------------------------
 
 
-@router.post("/v1/collections/{name}/query", response_model=models.Matches, responses=_PROBLEMS)
-def query(request: Request, name: str, body: models.Query, who: Read) -> dict[str, Any]:
+@router.post(
+    "/v1/collections/{name}/query",
+    response_model=models.Matches,
+    responses=_PROBLEMS,
+    openapi_extra=models.QUERY_BODY,
+)
+async def query(request: Request, name: str, who: Read) -> Response:
     """Stored documents similar to a text, best first."""
+    try:
+        body = models.Query.model_validate_json(await request.body())
+    except ValidationError as exc:  # reported as FastAPI reports a body it parsed itself
+        raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from exc
     text = _text_ok(body.text, "'text'")
-    with context(request).indexes.index(name) as index:
-        hits = index.query(text, body.min_jaccard, body.limit)
-    return {"matches": [{"id": i, "jaccard": j} for i, j in hits]}
+    pool = context(request).indexes
+
+    def run(wait: bool) -> Response:
+        with pool.index(name, wait=wait) as index:
+            hits = index.query(text, body.min_jaccard, body.limit)
+        matches = [{"id": i, "jaccard": j} for i, j in hits]
+        return Response(json.dumps({"matches": matches}, ensure_ascii=False), media_type="application/json")
+
+    # A query takes about a millisecond: with an open index free at once it runs on the event loop,
+    # since the hop to a worker thread and back costs half as much again on a small machine
+    # (bench_service.py); otherwise it waits for one in a worker thread.
+    try:
+        return run(wait=False)
+    except BusyError:
+        return await run_in_threadpool(run, True)
 
 
 @router.post(
