@@ -1,7 +1,7 @@
 """The HTTP service against the in-process Index, in one run: query and check on the Debian corpus.
 
 Loads Debian bookworm (63,956 package descriptions) into a fresh schema, starts `neardup serve`
-(one uvicorn worker, access log off) on a free loopback port, and measures:
+(one uvicorn worker unless --workers says more, access log off) on a free loopback port, and measures:
 
 - in-process `Index.query` and `Index.check` latency, one caller;
 - over HTTP, query and check with 1, 8 and 32 concurrent clients (closed loop, keep-alive):
@@ -58,10 +58,11 @@ RATE = 200  # queries per second in the open-loop run (the goal: p99 under 20 ms
 
 
 @contextlib.contextmanager
-def serving(url: str, schema: str) -> Iterator[str]:
+def serving(url: str, schema: str, workers: int = 1) -> Iterator[str]:
     """`neardup serve` on a free port; yields its base URL."""
     port = free_port()
     argv = [sys.executable, "-m", "neardup", "--db", url, "--schema", schema, "serve", "--port", str(port)]
+    argv += ["--workers", str(workers)]
     process = subprocess.Popen([*argv, "--log-level", "warning"], stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -230,6 +231,7 @@ def main() -> None:
     parser.add_argument(
         "--rate-seconds", type=float, default=10.0, help="length of the 200/s run (default 10)"
     )
+    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default 1)")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "service.md")
     args = parser.parse_args()
     if not DEBIAN.exists():
@@ -253,7 +255,7 @@ def main() -> None:
 
         local_query = in_process(lambda t: index.query(t), texts)
         local_check = in_process(check_one, texts)
-        base = stack.enter_context(serving(url, schema))
+        base = stack.enter_context(serving(url, schema, args.workers))
         query_bodies: list[object] = [{"text": t} for t in texts]
         check_bodies: list[object] = [[{"id": "q", "text": t}] for t in texts]
         rows = [("query", "in-process `Index.query`", "–", *_cells(local_query))]
@@ -284,8 +286,9 @@ def main() -> None:
         report.say(
             f"Debian bookworm, {len(docs):,} documents, threshold 0.8, loaded in {load_s:.1f} s; "
             f"{args.queries:,} query texts (a stored description with ~3% of its words replaced). "
-            "One `neardup serve` process (one uvicorn worker, access log off); the clients are threads "
-            "of this process with keep-alive connections (`http.client`), on the same 2 cores as the server.",
+            f"One `neardup serve` process ({args.workers} uvicorn worker(s), access log off); the "
+            "clients are threads of this process with keep-alive connections (`http.client`), on the "
+            "same 2 cores as the server.",
             "",
         )
         report.table(["what", "how", "clients", "requests/s", "p50 ms", "p99 ms"], "lllrrr", rows)
