@@ -38,8 +38,9 @@ def brute_force_matches(
     return sorted(out, key=lambda m: (-m[1], m[0]))
 
 
+@pytest.mark.parametrize("batch_size", [4, 100])  # documents one by one, and one batch of 13
 def test_check_equals_brute_force_and_stores_nothing(
-    make_index: MakeIndex, database_url: str, schema: str
+    make_index: MakeIndex, database_url: str, schema: str, batch_size: int
 ) -> None:
     docs = planted_corpus(n_sources=12, copies=2, seed=3)
     index = make_index(**EXHAUSTIVE)
@@ -47,7 +48,7 @@ def test_check_equals_brute_force_and_stores_nothing(
     before = collection_state(database_url, schema, index.name)
     # The unstored documents, a stored one, the same record twice, and an empty text.
     inputs = [*docs[24:], docs[0], docs[24], ("blank", "   ")]
-    results = list(index.check(inputs, batch_size=4))
+    results = list(index.check(inputs, batch_size=batch_size))
     assert [r.id for r in results] == [d[0] for d in inputs]
     for (doc_id, text), result in zip(inputs, results, strict=True):
         expected = brute_force_matches(docs[:24], text, index, 0.5)
@@ -82,8 +83,8 @@ def test_check_floor_limit_and_bad_input(make_index: MakeIndex) -> None:
 # The collection is made once and only read: the fixture outliving examples is what is wanted.
 @settings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    picks=st.lists(st.integers(0, 35), min_size=1, max_size=12),
-    batch_size=st.integers(1, 5),
+    picks=st.lists(st.integers(0, 35), min_size=1, max_size=30),
+    batch_size=st.integers(1, 20),  # batches over 8 take the one-probe path
 )
 def test_check_in_batches_equals_one_query_per_text(
     make_index: MakeIndex, picks: list[int], batch_size: int

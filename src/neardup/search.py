@@ -69,6 +69,12 @@ def _fraction(value: object, name: str) -> float:
     return float(value)
 
 
+# Up to this many documents, check asks for each as query does (one statement each, which also
+# reads the stored signatures, texts and ids); a larger batch is one probe for all its keys and
+# one read of each kind, which costs a few round trips more but far fewer per document.
+_ONE_BY_ONE = 8
+
+
 class CheckResult(NamedTuple):
     """An input document's id and its stored near-duplicates, (id, similarity) best first."""
 
@@ -84,11 +90,14 @@ def check(
     min_jaccard: float | None = None,
     limit: int | None = None,
 ) -> list[CheckResult]:
-    """Each document's stored near-duplicates, in input order, read in one snapshot; nothing is
-    stored. Similarity and recall as for ``similar`` (only documents sharing a bucket are seen)."""
+    """Each document's stored near-duplicates, in input order; nothing is stored. Similarity and
+    recall as for ``similar`` (only documents sharing a bucket are seen). A batch of more than a few
+    documents is read in one snapshot; a small one document by document, each in its own."""
     floor = config.threshold if min_jaccard is None else _fraction(min_jaccard, "min_jaccard")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ParamsError(f"limit must be a non-negative integer, got {limit!r}")
+    if len(batch) <= _ONE_BY_ONE:
+        return [CheckResult(d.id, similar(scope, config, sketcher, d.text, floor, limit)) for d in batch]
     sketch = sketcher.sketch([d.text for d in batch])
     bearing = np.flatnonzero(sketch.shingle_counts > 0)
     keys = sketcher.band_keys(sketch.signatures[bearing])
