@@ -447,3 +447,29 @@ def test_a_write_while_a_listing_is_open_is_committed(
         assert _pairs(fresh) == pytest.approx(brute_force_pairs(docs, index.params, 0.5))
         new_id, new_text = docs[-1]
         assert new_id in {i for i, _ in fresh.query(new_text)}
+
+
+def test_a_stage_clock_sees_where_an_add_spends_its_time(make_index: MakeIndex) -> None:
+    import time
+
+    from neardup.ingest import StageClock
+
+    docs = planted_corpus(n_sources=12, copies=2, seed=21)
+    index = make_index(**EXHAUSTIVE)
+    clock = StageClock()
+    start = time.perf_counter()
+    index.add(docs, batch_size=12, clock=clock)
+    wall = time.perf_counter() - start
+    # The first batch goes into an empty collection (bulk), the other two into the index.
+    assert clock.entries["bulk: build the bucket index"] == 1
+    assert clock.entries["COPY bucket rows (into the index)"] == 2
+    assert clock.entries["batch transaction, commit included"] == 3
+    assert clock.entries["COPY pairs"] >= 1
+    writer_stages = [s for name, s in clock.seconds.items() if not name.startswith(("worker:", "batch "))]
+    assert (
+        0
+        < sum(writer_stages)
+        <= clock.seconds["batch transaction, commit included"] + clock.seconds["wait for the next batch"]
+        <= wall
+    )
+    assert 0 < sum(s for name, s in clock.seconds.items() if name.startswith("worker:")) <= wall

@@ -28,6 +28,7 @@ from neardup.errors import (
 )
 from neardup.evaluation import Evaluation
 from neardup.ingest import DEFAULT_BATCH_SIZE, AddResult, Writer
+from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.measure import evaluate
 from neardup.records import Record, to_document
 from neardup.search import CheckResult, check, similar
@@ -219,6 +220,7 @@ class Index:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         progress: Callable[[AddResult], None] | None = None,
+        clock: StageClock = NO_CLOCK,
     ) -> AddResult:
         """Add or replace documents, ``batch_size`` per transaction; each batch's pairs with everything
         stored before it and with itself are verified and stored before it commits.
@@ -228,9 +230,9 @@ class Index:
         another text it replaces the stored one. A bad record, or an id repeated anywhere in
         ``records``, stops the call with InputError naming its position; the batches committed
         before the one holding it stay. ``progress`` is called with the running total after each
-        committed batch.
+        committed batch; ``clock`` (a ``StageClock``), when given, gets the time of each stage.
         """
-        return self._writer.add(records, batch_size, progress)
+        return self._writer.add(records, batch_size, progress, clock)
 
     def remove(self, ids: Iterable[str]) -> int:
         """Remove documents by id, with their pairs; returns how many were found. Unknown ids are ignored."""

@@ -30,6 +30,7 @@ from neardup.core.sketch import Sketch, Sketcher
 from neardup.core.verify import exact_jaccard, prefilter_floor, signature_agreement
 from neardup.errors import CollectionNotFoundError, InputError, ParamsError, SchemaError
 from neardup.ingest.plan import Batch, BatchPlan, plan_batch
+from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.records import Record, documents
 from neardup.storage import buckets, catalog, contents, verified_pairs
 from neardup.storage import documents as document_rows
@@ -74,6 +75,7 @@ class Writer:
         self.sketcher = Sketcher(config.params)
         # Opened on the first batch that probes: reads the stored buckets while the batch is written.
         self._reader: Connection | None = None
+        self._clock = NO_CLOCK
 
     def close(self) -> None:
         """Close the probing connection, if one was opened."""
@@ -88,32 +90,51 @@ class Writer:
         records: Iterable[Record],
         batch_size: int = DEFAULT_BATCH_SIZE,
         progress: Callable[[AddResult], None] | None = None,
+        clock: StageClock = NO_CLOCK,
     ) -> AddResult:
-        """Check, sketch and write ``records``, ``batch_size`` per transaction (see ``Index.add``)."""
+        """Check, sketch and write ``records``, ``batch_size`` per transaction (see ``Index.add``);
+        ``clock`` gets the time of each stage."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ParamsError(f"batch_size must be a positive integer, got {batch_size!r}")
         checked = documents(records)
         total = AddResult()
+        self._clock = clock
 
         def prepare(start: int) -> tuple[Batch, Sketch] | None:
             """Read, check and sketch the next batch (on a worker thread)."""
-            batch = Batch.of(list(itertools.islice(checked, batch_size)), start)
-            return (batch, self.sketcher.sketch(batch.texts)) if len(batch) else None
+            with clock.stage("worker: read and check records"):
+                batch = Batch.of(list(itertools.islice(checked, batch_size)), start)
+            if not len(batch):
+                return None
+            with clock.stage("worker: normalise, shingle, sign"):
+                return batch, self.sketcher.sketch(batch.texts)
 
         # Batch i+1 is read, checked and sketched on one worker while batch i is written (the
         # database works on one core, parsing and the numba kernels, which release the GIL, on
         # the other); the second worker probes the stored buckets for batch i.
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="neardup-add") as pool:
             upcoming = pool.submit(prepare, 0)
-            # A bad record in batch i+1 surfaces here, after batch i has committed.
-            while (ready := upcoming.result()) is not None:
-                batch, sketch = ready
-                upcoming = pool.submit(prepare, batch.start + len(batch))
-                with translated(f"adding {batch.where} to {self.name!r}"), transaction(self._conn):
-                    total += self._write(batch, sketch, pool)
-                if progress is not None:
-                    progress(total)
+            try:
+                # A bad record in batch i+1 surfaces here, after batch i has committed.
+                while (ready := self._next(upcoming)) is not None:
+                    batch, sketch = ready
+                    upcoming = pool.submit(prepare, batch.start + len(batch))
+                    with (
+                        translated(f"adding {batch.where} to {self.name!r}"),
+                        clock.stage("batch transaction, commit included"),
+                        transaction(self._conn),
+                    ):
+                        total += self._write(batch, sketch, pool)
+                    if progress is not None:
+                        progress(total)
+            finally:
+                self._clock = NO_CLOCK
         return total
+
+    def _next(self, upcoming: Future[tuple[Batch, Sketch] | None]) -> tuple[Batch, Sketch] | None:
+        """The next prepared batch, timing the wait for it."""
+        with self._clock.stage("wait for the next batch"):
+            return upcoming.result()
 
     def remove(self, ids: Iterable[str]) -> int:
         """Remove documents by id with their pairs; returns how many were found."""
@@ -163,44 +184,53 @@ class Writer:
     def _write(self, batch: Batch, sketch: Sketch, pool: ThreadPoolExecutor | None) -> AddResult:
         """Write one checked and sketched batch inside the caller's transaction. With ``pool``, the
         stored buckets are probed on the second connection meanwhile."""
-        scope = self._scope
-        row = self._lock()
-        plan = plan_batch(
-            batch,
-            sketch,
-            document_rows.match(scope, batch.ids, sketch.content_hashes),
-            row.next_content_id,
-            row.next_doc_id,
-            store_text=self.config.store_text,
-            indexed=row.next_content_id == 1 or buckets.has_index(scope),
-            band_keys=self.sketcher.band_keys,
-        )
+        scope, clock = self._scope, self._clock
+        with clock.stage("lock, match ids and content hashes"):
+            row = self._lock()
+            stored = document_rows.match(scope, batch.ids, sketch.content_hashes)
+            indexed = row.next_content_id == 1 or buckets.has_index(scope)
+        with clock.stage("plan"):
+            plan = plan_batch(
+                batch,
+                sketch,
+                stored,
+                row.next_content_id,
+                row.next_doc_id,
+                store_text=self.config.store_text,
+                indexed=indexed,
+                band_keys=self.sketcher.band_keys,
+            )
         probe: Future[tuple[np.ndarray, ...]] | None = None
         if pool is not None and not plan.bulk and plan.keys.shape[0]:
             # It sees what was committed before this batch, which is everything stored, since this
             # transaction holds the collection's lock, and nothing of this batch.
             probe = pool.submit(self._probe, plan.keys)
-        old_contents = document_rows.delete(scope, plan.replaced_docs) if plan.replaced_docs else []
+        with clock.stage("delete replaced documents"):
+            old_contents = document_rows.delete(scope, plan.replaced_docs) if plan.replaced_docs else []
         if plan.new_ids.size:
-            contents.insert(
-                scope,
-                plan.new_ids,
-                [sketch.content_hashes[p] for p in plan.new_positions.tolist()],
-                sketch.shingle_counts[plan.new_positions],
-                sketch.signatures[plan.new_positions],
-            )
+            with clock.stage("COPY contents and signatures"):
+                contents.insert(
+                    scope,
+                    plan.new_ids,
+                    [sketch.content_hashes[p] for p in plan.new_positions.tolist()],
+                    sketch.shingle_counts[plan.new_positions],
+                    sketch.signatures[plan.new_positions],
+                )
         positions = plan.doc_positions.tolist()
-        document_rows.insert(
-            scope,
-            plan.doc_ids,
-            [batch.ids[i] for i in positions],
-            plan.doc_contents,
-            [batch.texts[i] if self.config.store_text else None for i in positions],
-            [batch.metas[i] for i in positions],
-        )
-        dropped = self._drop_orphans(old_contents) if old_contents else []
+        with clock.stage("COPY documents"):
+            document_rows.insert(
+                scope,
+                plan.doc_ids,
+                [batch.ids[i] for i in positions],
+                plan.doc_contents,
+                [batch.texts[i] if self.config.store_text else None for i in positions],
+                [batch.metas[i] for i in positions],
+            )
+        with clock.stage("drop orphaned contents"):
+            dropped = self._drop_orphans(old_contents) if old_contents else []
         new_pairs = self._pair_new_contents(plan, sketch, probe, dropped)
-        catalog.advance(scope, *plan.next_ids)
+        with clock.stage("advance the id counters"):
+            catalog.advance(scope, *plan.next_ids)
         replaced = len(plan.replaced_docs)
         return AddResult(plan.doc_ids.size - replaced, replaced, plan.unchanged, new_pairs, plan.empty)
 
@@ -235,30 +265,41 @@ class Writer:
         ``probe``, when given, yields the stored members of the new contents' buckets as read on
         the second connection; contents this transaction ``dropped`` are taken out of them.
         """
-        scope = self._scope
+        scope, clock = self._scope, self._clock
         if plan.bearing_ids.size == 0:
             return 0
         rows = bucket_rows(plan.bearing_ids, plan.keys)
         if plan.bulk:
-            buckets.drop_index(scope)
-            buckets.insert(scope, *rows)
-            groups = bucket_groups(*buckets.shared_buckets(scope))
-            buckets.create_index(scope)
+            with clock.stage("bulk: drop the bucket index, COPY bucket rows"):
+                buckets.drop_index(scope)
+                buckets.insert(scope, *rows)
+            with clock.stage("bulk: read shared buckets"):
+                shared = buckets.shared_buckets(scope)
+            with clock.stage("group buckets"):
+                groups = bucket_groups(*shared)
+            with clock.stage("bulk: build the bucket index"):
+                buckets.create_index(scope)
         else:
             # Stored members of the batch's buckets (few rows), then the batch's own rows, grouped
             # in memory: nothing the batch wrote is read back.
             stored: tuple[np.ndarray, ...]
             if probe is None:
-                stored = buckets.members_of(scope, *distinct_keys(plan.keys))
-                buckets.insert(scope, *rows)
+                with clock.stage("probe stored buckets"):
+                    stored = buckets.members_of(scope, *distinct_keys(plan.keys))
+                with clock.stage("COPY bucket rows (into the index)"):
+                    buckets.insert(scope, *rows)
             else:
-                buckets.insert(scope, *rows)  # while the probe may still run
-                stored = probe.result()
+                with clock.stage("COPY bucket rows (into the index)"):
+                    buckets.insert(scope, *rows)  # while the probe may still run
+                with clock.stage("wait for the probe of stored buckets"):
+                    stored = probe.result()
                 if len(dropped):
                     alive = ~np.isin(stored[2], np.asarray(dropped, dtype=np.int64))
                     stored = tuple(column[alive] for column in stored)
-            groups = bucket_groups(*(np.concatenate([s, n]) for s, n in zip(stored, rows, strict=True)))
-        cand = candidate_pairs(groups, first_new=plan.first_new)
+            with clock.stage("group buckets"):
+                groups = bucket_groups(*(np.concatenate([s, n]) for s, n in zip(stored, rows, strict=True)))
+        with clock.stage("candidate pairs"):
+            cand = candidate_pairs(groups, first_new=plan.first_new)
         if cand.shape[0] == 0:
             return 0
         left, right, sim = self._verify(cand, plan, sketch)
@@ -277,13 +318,16 @@ class Writer:
         old, new = ids[ids < first_new], ids[ids >= first_new]
         # Sketch rows of the batch's new contents: new ids are consecutive from first_new.
         new_rows = plan.new_positions[new - first_new] if plan is not None else np.empty(0, np.int64)
-        old_ids, old_sigs = contents.signatures(self._scope, old.tolist(), num_perm)
+        clock = self._clock
+        with clock.stage("verify: read stored signatures"):
+            old_ids, old_sigs = contents.signatures(self._scope, old.tolist(), num_perm)
         if old_ids.size != old.size:
             raise SchemaError(f"{old.size - old_ids.size} stored contents have no signature")
         # Local row r < len(old) is old[r]; the rest follow new's order; ids = concat(old, new) sorted.
         sigs = old_sigs if sketch is None else np.concatenate([old_sigs, sketch.signatures[new_rows]])
         left, right = np.searchsorted(ids, cand[:, 0]), np.searchsorted(ids, cand[:, 1])
-        agree = signature_agreement(sigs, left, right)
+        with clock.stage("verify: signature agreement"):
+            agree = signature_agreement(sigs, left, right)
         if not self.config.store_text:
             ok = agree >= threshold
             return cand[ok, 0], cand[ok, 1], agree[ok]
@@ -291,14 +335,16 @@ class Writer:
         cand, left, right = cand[hopeful], left[hopeful], right[hopeful]
         needed = np.unique(np.concatenate([left, right]))
         needed = needed[needed < old.size]
-        stored_texts = document_rows.texts(self._scope, old[needed].tolist())
-        old_sets = self.sketcher.shingles([stored_texts[i] for i in old[needed].tolist()])
-        # Shingle sets in local row order: old rows that are not needed get empty sets.
-        lengths = np.zeros(old.size, dtype=np.int64)
-        lengths[needed] = old_sets.lengths()
-        old_sets = Ragged(old_sets.values, np.r_[0, np.cumsum(lengths)].astype(np.int64))
-        sets = old_sets if sketch is None else concat(old_sets, sketch.distinct_shingles(new_rows))
-        exact = exact_jaccard(sets, left, right)
+        with clock.stage("verify: read stored texts"):
+            stored_texts = document_rows.texts(self._scope, old[needed].tolist())
+        with clock.stage("verify: shingle sets and exact Jaccard"):
+            old_sets = self.sketcher.shingles([stored_texts[i] for i in old[needed].tolist()])
+            # Shingle sets in local row order: old rows that are not needed get empty sets.
+            lengths = np.zeros(old.size, dtype=np.int64)
+            lengths[needed] = old_sets.lengths()
+            old_sets = Ragged(old_sets.values, np.r_[0, np.cumsum(lengths)].astype(np.int64))
+            sets = old_sets if sketch is None else concat(old_sets, sketch.distinct_shingles(new_rows))
+            exact = exact_jaccard(sets, left, right)
         ok = exact >= threshold
         return cand[ok, 0], cand[ok, 1], exact[ok]
 
@@ -309,16 +355,20 @@ class Writer:
         smallest content id)."""
         if left.size == 0:
             return
-        verified_pairs.insert(self._scope, left, right, sim, EXACT if self.config.store_text else ESTIMATE)
-        ends = np.unique(np.concatenate([left, right]))
-        labels = contents.cluster_labels(self._scope, ends.tolist())
-        label_of = np.array([labels[i] for i in ends.tolist()], dtype=np.int64)
-        la, lb = label_of[np.searchsorted(ends, left)], label_of[np.searchsorted(ends, right)]
-        nodes = np.unique(label_of)
-        merged = component_labels(nodes, la, lb)
-        changed = merged != nodes
-        if changed.any():
-            contents.relabel_clusters(self._scope, nodes[changed].tolist(), merged[changed].tolist())
+        with self._clock.stage("COPY pairs"):
+            verified_pairs.insert(
+                self._scope, left, right, sim, EXACT if self.config.store_text else ESTIMATE
+            )
+        with self._clock.stage("merge clusters"):
+            ends = np.unique(np.concatenate([left, right]))
+            labels = contents.cluster_labels(self._scope, ends.tolist())
+            label_of = np.array([labels[i] for i in ends.tolist()], dtype=np.int64)
+            la, lb = label_of[np.searchsorted(ends, left)], label_of[np.searchsorted(ends, right)]
+            nodes = np.unique(label_of)
+            merged = component_labels(nodes, la, lb)
+            changed = merged != nodes
+            if changed.any():
+                contents.relabel_clusters(self._scope, nodes[changed].tolist(), merged[changed].tolist())
 
     def _drop_orphans(self, content_ids: Sequence[int]) -> list[int]:
         """Delete contents no document points at any more (with buckets, signatures, pairs) and
