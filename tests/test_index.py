@@ -473,3 +473,36 @@ def test_a_stage_clock_sees_where_an_add_spends_its_time(make_index: MakeIndex) 
         <= wall
     )
     assert 0 < sum(s for name, s in clock.seconds.items() if name.startswith("worker:")) <= wall
+
+
+@pytest.mark.parametrize("change", [{"threshold": 0.6}, {"k": 4}])  # re-band, and re-sketch
+def test_a_rebuild_while_a_listing_is_open_neither_waits_nor_disturbs_it(
+    make_index: MakeIndex, change: dict[str, Any]
+) -> None:
+    """Found by the state machine: a listing left open (on its own connection) held a lock that the
+    rebuild's TRUNCATE waited for, while the only thread that could close it waited for the rebuild."""
+    import threading
+
+    docs = planted_corpus(n_sources=6, copies=2, seed=9)
+    index = make_index(**EXHAUSTIVE)
+    index.add(docs)
+    before = list(index.pairs())
+    listing = index.pairs()
+    first = next(listing)
+    failure: list[BaseException] = []
+
+    def rebuild() -> None:
+        try:
+            index.rebuild(**change)
+        except BaseException as exc:  # reported below
+            failure.append(exc)
+
+    worker = threading.Thread(target=rebuild, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "rebuild waited for the open listing"
+    assert failure == []
+    assert [first, *listing] == before  # the listing reads the snapshot it began with
+    params = index.params
+    expected = brute_force_pairs(docs, params, index.threshold)
+    assert _pairs(index) == pytest.approx(expected)

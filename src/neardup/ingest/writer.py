@@ -169,7 +169,7 @@ class Writer:
                     self._reband()
                 else:
                     document_rows.stash(self._scope)
-                    catalog.truncate_all(self._scope)
+                    catalog.clear(self._scope)
                     start = 0
                     for rows in document_rows.stashed(self._scope, batch_size):
                         batch = Batch(start, *(list(column) for column in zip(*rows, strict=True)))
@@ -392,7 +392,7 @@ class Writer:
         ids, sigs = contents.signatures(scope, None, self.config.params.num_perm)
         bearing = ~empty_rows(sigs) if ids.size else np.zeros(0, dtype=bool)
         ids, sigs = ids[bearing], sigs[bearing]
-        verified_pairs.truncate(scope)
+        verified_pairs.delete_all(scope)
         buckets.truncate(scope)
         buckets.drop_index(scope)
         contents.reset_labels(scope)

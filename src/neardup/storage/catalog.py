@@ -104,8 +104,14 @@ def set_params(scope: Scope, params: dict[str, Any], threshold: float) -> None:
     )
 
 
-def truncate_all(scope: Scope) -> None:
-    """Remove every document, content, signature, bucket and pair of the collection; reset its ids."""
-    tables = ", ".join(f"{{{t}_p}}" for t in ("pairs", "buckets", "signatures", "documents", "contents"))
-    scope.conn.execute(scope.sql(f"TRUNCATE {tables}"))
+def clear(scope: Scope) -> None:
+    """Remove every document, content, signature, bucket and pair of the collection; reset its ids.
+
+    The tables listings read are emptied with DELETE, so that a listing still open on another
+    connection keeps its snapshot instead of blocking this transaction (TRUNCATE waits for it, and
+    is not safe for snapshots taken before it); the buckets, which no listing reads, are truncated.
+    """
+    for table in ("pairs", "signatures", "documents", "contents"):
+        scope.conn.execute(scope.sql(f"DELETE FROM {{{table}_p}}"))
+    scope.conn.execute(scope.sql("TRUNCATE {buckets_p}"))
     advance(scope, 1, 1)

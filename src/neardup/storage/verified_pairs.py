@@ -90,6 +90,8 @@ def histogram(scope: Scope, lower_edges: Sequence[float]) -> npt.NDArray[np.int6
     return counts[1:]
 
 
-def truncate(scope: Scope) -> None:
-    """Remove every stored pair of the collection (before they are recomputed)."""
-    scope.conn.execute(scope.sql("TRUNCATE {pairs_p}"))
+def delete_all(scope: Scope) -> None:
+    """Remove every stored pair of the collection (before they are recomputed). A DELETE, not a
+    TRUNCATE: a listing still open on another connection keeps reading its snapshot instead of
+    blocking the rebuild (and TRUNCATE would not be safe for such snapshots)."""
+    scope.conn.execute(scope.sql("DELETE FROM {pairs_p}"))
