@@ -462,9 +462,9 @@ def test_a_stage_clock_sees_where_an_add_spends_its_time(make_index: MakeIndex) 
     wall = time.perf_counter() - start
     # The first batch goes into an empty collection (bulk), the other two into the index.
     assert clock.entries["bulk: build the bucket index"] == 1
-    assert clock.entries["COPY bucket rows (into the index)"] == 2
+    assert clock.entries["bucket rows: binary COPY into the index"] == 2
     assert clock.entries["batch transaction, commit included"] == 3
-    assert clock.entries["COPY pairs"] >= 1
+    assert clock.entries["pairs: binary COPY"] >= 1
     writer_stages = [s for name, s in clock.seconds.items() if not name.startswith(("worker:", "batch "))]
     assert (
         0

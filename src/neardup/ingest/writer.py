@@ -208,7 +208,7 @@ class Writer:
         with clock.stage("delete replaced documents"):
             old_contents = document_rows.delete(scope, plan.replaced_docs) if plan.replaced_docs else []
         if plan.new_ids.size:
-            with clock.stage("COPY contents and signatures"):
+            with clock.stage("contents and signatures: binary COPY"):
                 contents.insert(
                     scope,
                     plan.new_ids,
@@ -217,7 +217,7 @@ class Writer:
                     sketch.signatures[plan.new_positions],
                 )
         positions = plan.doc_positions.tolist()
-        with clock.stage("COPY documents"):
+        with clock.stage("documents: binary COPY"):
             document_rows.insert(
                 scope,
                 plan.doc_ids,
@@ -286,10 +286,10 @@ class Writer:
             if probe is None:
                 with clock.stage("probe stored buckets"):
                     stored = buckets.members_of(scope, *distinct_keys(plan.keys))
-                with clock.stage("COPY bucket rows (into the index)"):
+                with clock.stage("bucket rows: binary COPY into the index"):
                     buckets.insert(scope, *rows)
             else:
-                with clock.stage("COPY bucket rows (into the index)"):
+                with clock.stage("bucket rows: binary COPY into the index"):
                     buckets.insert(scope, *rows)  # while the probe may still run
                 with clock.stage("wait for the probe of stored buckets"):
                     stored = probe.result()
@@ -355,7 +355,7 @@ class Writer:
         smallest content id)."""
         if left.size == 0:
             return
-        with self._clock.stage("COPY pairs"):
+        with self._clock.stage("pairs: binary COPY"):
             verified_pairs.insert(
                 self._scope, left, right, sim, EXACT if self.config.store_text else ESTIMATE
             )
