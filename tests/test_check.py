@@ -78,6 +78,14 @@ def test_check_floor_limit_and_bad_input(make_index: MakeIndex) -> None:
         list(index.check([probe], min_jaccard=1.5))
     with pytest.raises(ParamsError, match="batch_size"):
         list(index.check([probe], batch_size=0))
+    # One rule for a similarity floor in the library too: query, check and pairs alike.
+    for bad in (1.5, -0.1, "0.5", True):
+        with pytest.raises(ParamsError, match="min_jaccard"):
+            index.query(probe[1], min_jaccard=bad)  # type: ignore[arg-type]
+        with pytest.raises(ParamsError, match="min_jaccard"):
+            index.pairs(min_jaccard=bad)  # type: ignore[arg-type]
+    with pytest.raises(ParamsError, match="limit"):
+        index.query(probe[1], limit=-1)
 
 
 # The collection is made once and only read: the fixture outliving examples is what is wanted.

@@ -31,7 +31,7 @@ from neardup.ingest import DEFAULT_BATCH_SIZE, AddResult, Writer
 from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.measure import evaluate
 from neardup.records import Record, to_document
-from neardup.search import CheckResult, check, similar
+from neardup.search import CheckResult, check, fraction, similar
 from neardup.storage import catalog, listings, migrate, statistics
 from neardup.storage.connect import Connection, connect, transaction, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
@@ -297,7 +297,7 @@ class Index:
         listing reads one snapshot on a connection of its own, so writes made while it is open
         commit independently of it.
         """
-        floor = self.threshold if min_jaccard is None else max(float(min_jaccard), 0.0)
+        floor = self.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
         return listings.pairs(
             self._url, self.schema, self._scope.collection_id, floor, f"listing pairs of {self.name!r}"
         )

@@ -35,7 +35,7 @@ def similar(
     """Stored documents similar to ``text``, best first: (id, similarity). See ``Index.query``."""
     if not isinstance(text, str):
         raise InputError(f"query text must be a string, got {type(text).__name__}")
-    floor = config.threshold if min_jaccard is None else _fraction(min_jaccard, "min_jaccard")
+    floor = config.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ParamsError(f"limit must be a non-negative integer, got {limit!r}")
     sketch = sketcher.sketch([text])
@@ -62,7 +62,7 @@ def similar(
     return results[:limit] if limit is not None else results
 
 
-def _fraction(value: object, name: str) -> float:
+def fraction(value: object, name: str) -> float:
     """``value`` as a float in [0, 1], else ParamsError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
         raise ParamsError(f"{name} must be in [0, 1], got {value!r}")
@@ -93,7 +93,7 @@ def check(
     """Each document's stored near-duplicates, in input order; nothing is stored. Similarity and
     recall as for ``similar`` (only documents sharing a bucket are seen). A batch of more than a few
     documents is read in one snapshot; a small one document by document, each in its own."""
-    floor = config.threshold if min_jaccard is None else _fraction(min_jaccard, "min_jaccard")
+    floor = config.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ParamsError(f"limit must be a non-negative integer, got {limit!r}")
     if len(batch) <= _ONE_BY_ONE:
