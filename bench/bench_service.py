@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -44,6 +45,7 @@ from _common import (
     edited,
     free_port,
     header,
+    latencies_ms,
     local_server,
     pct,
     read_jsonl,
@@ -141,13 +143,13 @@ def wrk_latency(base: str, token: str, path: str, bodies: list[object], seconds:
     return found
 
 
-def closed_loop(
-    base: str, token: str, path: str, bodies: list[object], clients: int
-) -> tuple[float, list[float]]:
-    """(requests/s, latencies in ms) of ``clients`` threads sending ``bodies`` between them."""
+def _clients(
+    base: str, token: str, count: int, items: Iterator[Any], send: Callable[[Client, Any], float]
+) -> list[float]:
+    """Latencies (ms) of ``count`` client threads taking ``items`` in turn, each sent by ``send``,
+    which returns its latency."""
     latencies: list[float] = []
     lock = threading.Lock()
-    work = iter(bodies)
 
     def run() -> None:
         mine: list[float] = []
@@ -155,55 +157,16 @@ def closed_loop(
         try:
             while True:
                 with lock:
-                    body = next(work, None)
-                if body is None:
-                    break
-                t0 = time.perf_counter()
-                status, text = c.post(path, body)
-                mine.append(1000 * (time.perf_counter() - t0))
-                if status != 200:
-                    raise RuntimeError(f"{path}: {status} {text[:200]!r}")
-        finally:
-            c.close()
-        with lock:
-            latencies.extend(mine)
-
-    threads = [threading.Thread(target=run) for _ in range(clients)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return len(bodies) / (time.perf_counter() - t0), latencies
-
-
-def open_loop(base: str, token: str, path: str, bodies: list[object], rate: float) -> list[float]:
-    """Latencies (ms, from each request's scheduled start) of ``bodies`` sent at ``rate`` per second."""
-    latencies: list[float] = []
-    lock = threading.Lock()
-    start = time.perf_counter() + 0.5
-    slots = iter(enumerate(bodies))
-
-    def run() -> None:
-        mine: list[float] = []
-        c = Client(base, token)
-        try:
-            while True:
-                with lock:
-                    item = next(slots, None)
+                    item = next(items, None)
                 if item is None:
                     break
-                n, body = item
-                due = start + n / rate
-                time.sleep(max(0.0, due - time.perf_counter()))
-                c.post(path, body)
-                mine.append(1000 * (time.perf_counter() - due))
+                mine.append(send(c, item))
         finally:
             c.close()
         with lock:
             latencies.extend(mine)
 
-    threads = [threading.Thread(target=run) for _ in range(32)]
+    threads = [threading.Thread(target=run) for _ in range(count)]
     for t in threads:
         t.start()
     for t in threads:
@@ -211,15 +174,35 @@ def open_loop(base: str, token: str, path: str, bodies: list[object], rate: floa
     return latencies
 
 
-def in_process(fn: Callable[[str], object], texts: list[str]) -> list[float]:
-    for t in texts[:50]:
-        fn(t)
-    out = []
-    for t in texts:
+def closed_loop(
+    base: str, token: str, path: str, bodies: list[object], clients: int
+) -> tuple[float, list[float]]:
+    """(requests/s, latencies in ms) of ``clients`` threads sending ``bodies`` between them."""
+
+    def send(c: Client, body: object) -> float:
         t0 = time.perf_counter()
-        fn(t)
-        out.append(1000 * (time.perf_counter() - t0))
-    return out
+        status, text = c.post(path, body)
+        if status != 200:
+            raise RuntimeError(f"{path}: {status} {text[:200]!r}")
+        return 1000 * (time.perf_counter() - t0)
+
+    t0 = time.perf_counter()
+    latencies = _clients(base, token, clients, iter(bodies), send)
+    return len(bodies) / (time.perf_counter() - t0), latencies
+
+
+def open_loop(base: str, token: str, path: str, bodies: list[object], rate: float) -> list[float]:
+    """Latencies (ms, from each request's scheduled start) of ``bodies`` sent at ``rate`` per second."""
+    start = time.perf_counter() + 0.5
+
+    def send(c: Client, item: tuple[int, object]) -> float:
+        n, body = item
+        due = start + n / rate
+        time.sleep(max(0.0, due - time.perf_counter()))
+        c.post(path, body)
+        return 1000 * (time.perf_counter() - due)
+
+    return _clients(base, token, 32, iter(enumerate(bodies)), send)
 
 
 ROUNDS = 5  # interleaved rounds of the one-client comparison
@@ -235,7 +218,7 @@ def interleaved(
     out = []
     for r in range(rounds):
         chunk = texts[r * share : (r + 1) * share]
-        local = pct(in_process(index.query, chunk), 50)
+        local = pct(latencies_ms(index.query, chunk, warmup=50), 50)
         bodies: list[object] = [{"text": t} for t in chunk]
         remote = pct(closed_loop(base, token, "/v1/collections/debian/query", bodies, 1)[1], 50)
         by_wrk = wrk_latency(base, token, "/v1/collections/debian/query", bodies, 4).get("50%", float("nan"))
@@ -275,8 +258,8 @@ def main() -> None:
         def check_one(text: str) -> object:
             return list(index.check([{"id": "q", "text": text}]))
 
-        local_query = in_process(lambda t: index.query(t), texts)
-        local_check = in_process(check_one, texts)
+        local_query = latencies_ms(index.query, texts, warmup=50)
+        local_check = latencies_ms(check_one, texts, warmup=50)
         base = stack.enter_context(serving(url, schema, args.workers))
         query_bodies: list[object] = [{"text": t} for t in texts]
         check_bodies: list[object] = [[{"id": "q", "text": t}] for t in texts]

@@ -96,16 +96,20 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
 
 
-@pytest.fixture(scope="session")
-def schema(database_url: str) -> Iterator[str]:
-    """A freshly migrated neardup schema for this session, dropped afterwards."""
+def migrated_schema(database_url: str, name: str) -> Iterator[str]:
+    """Schema ``name``, freshly migrated, for as long as the caller iterates; dropped afterwards."""
     from neardup.storage import migrate
 
-    name = f"nd_test_{os.getpid()}"
     migrate.upgrade(database_url, name)
     yield name
     with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+
+
+@pytest.fixture(scope="session")
+def schema(database_url: str) -> Iterator[str]:
+    """A freshly migrated neardup schema for this session, dropped afterwards."""
+    yield from migrated_schema(database_url, f"nd_test_{os.getpid()}")
 
 
 @pytest.fixture

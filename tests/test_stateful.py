@@ -11,6 +11,7 @@ the kind of sequence the machine finds.
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import uuid
 from collections.abc import Iterator
@@ -22,8 +23,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from neardup.index import Index
-from neardup.storage import migrate
 from tests._corpus import WORDS, brute_force_pairs, components
+from tests.conftest import migrated_schema
 
 # Threshold 0.5 with 64 bands of 2 rows: every pair at or above 0.5 is a candidate with
 # probability >= 1 - (1 - 0.25)^64 > 0.99999, so the stored pairs must equal brute force.
@@ -153,18 +154,9 @@ class CollectionMachine(RuleBasedStateMachine):
 
 @pytest.fixture(scope="module")
 def machine_schema(database_url: str) -> Iterator[str]:
-    """A schema of its own: the machine creates many small collections."""
-    import os
-
-    import psycopg
-
-    from tests.conftest import psycopg_url
-
-    name = f"nd_stateful_{os.getpid()}"
-    migrate.upgrade(database_url, name)
-    yield name
-    with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+    """A schema of its own: the machine creates many small collections, and dropping them with
+    the session's schema would take more locks than one transaction may hold."""
+    yield from migrated_schema(database_url, f"nd_stateful_{os.getpid()}")
 
 
 def test_collection_matches_its_model_under_any_interleaving(database_url: str, machine_schema: str) -> None:
