@@ -19,6 +19,11 @@ def mixed_keys(band: npt.ArrayLike, bucket: npt.ArrayLike) -> npt.NDArray[np.int
         return np.asarray(bucket, np.int64) ^ (np.asarray(band, np.int64) * _BAND_MIX)
 
 
+def unmixed_buckets(band: npt.ArrayLike, mixed: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """The buckets of mixed keys, given their bands (``mixed_keys`` undone: XOR is its own inverse)."""
+    return mixed_keys(band, mixed)
+
+
 def bucket_matches(
     keys: npt.NDArray[np.int64],
     stored_band: npt.ArrayLike,

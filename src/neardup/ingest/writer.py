@@ -7,6 +7,15 @@ second connection probes the stored buckets for the batch's keys, group the cand
 verify them (exact Jaccard of the shingle sets, or the signature estimate without texts), and store
 the verified pairs and merged clusters before the transaction commits. So the pairs table is always
 complete: every pair of stored documents at or above the threshold is in it.
+
+An ``add`` into an empty collection (and a rebuild) defers the bucket index: its bucket rows go into
+the unindexed partition, the rows it wrote are looked up in memory (``core.bucket_memory``), and
+the index is built once at the end, or when the rows held reach ``DEFERRED_ROWS``. Building an
+index once is far cheaper than inserting every row into it. If another writer changes the
+collection between two of its batches (the collection's write counter moved), the ingest builds the
+index then and probes the database from there on; a writer that meets the unindexed partition
+reads all its shared buckets (the bulk path) and builds the index itself. Either way every pair is
+found. Readers meanwhile scan the partition instead of probing an index: slower, and the same answers.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.config import IndexConfig
+from neardup.core.bucket_memory import BucketMemory
 from neardup.core.candidates import bucket_groups, candidate_pairs
 from neardup.core.components import component_labels
 from neardup.core.lsh import bucket_rows, distinct_keys
@@ -40,6 +50,10 @@ from neardup.storage.scope import Scope
 # Documents per transaction in add(): large enough that COPY and the set-based statements
 # dominate, small enough that a batch's shingles and signatures stay in a few hundred MB.
 DEFAULT_BATCH_SIZE = 50_000
+# Bucket rows an ingest holds in memory while it defers the bucket index (``ROW_BYTES`` = 18 each,
+# ~300 MB, twice that while two runs merge): a million documents under 16 bands; beyond that the
+# index is built and probed.
+DEFERRED_ROWS = 1 << 24
 # Similarity methods stored with each pair.
 EXACT, ESTIMATE = "exact", "estimate"
 
@@ -76,6 +90,10 @@ class Writer:
         # Opened on the first batch that probes: reads the stored buckets while the batch is written.
         self._reader: Connection | None = None
         self._clock = NO_CLOCK
+        # While an ingest defers the bucket index: its bucket rows, and the write counter its last
+        # batch left (another value means someone else wrote in between).
+        self._memory: BucketMemory | None = None
+        self._writes = -1
 
     def close(self) -> None:
         """Close the probing connection, if one was opened."""
@@ -124,12 +142,37 @@ class Writer:
                         clock.stage("batch transaction, commit included"),
                         transaction(self._conn),
                     ):
-                        total += self._write(batch, sketch, pool)
+                        total += self._write(batch, sketch, pool, may_defer=batch.start == 0)
                     if progress is not None:
                         progress(total)
+                self._end_deferral()
+            except BaseException:
+                self._abandon_deferral()
+                raise
             finally:
                 self._clock = NO_CLOCK
         return total
+
+    def _end_deferral(self) -> None:
+        """Build the bucket index an ingest deferred, in a transaction of its own."""
+        if self._memory is None:
+            return
+        self._memory = None
+        with (
+            translated(f"building the bucket index of {self.name!r}"),
+            self._clock.stage("build the deferred bucket index"),
+            transaction(self._conn),
+        ):
+            self._lock()
+            buckets.create_index(self._scope)
+
+    def _abandon_deferral(self) -> None:
+        """After a failed ingest, still build the deferred index if the connection allows: queries
+        would scan the partition until the next write built it."""
+        try:
+            self._end_deferral()
+        except Exception:  # the ingest's own error is the one to report
+            self._memory = None
 
     def _next(self, upcoming: Future[tuple[Batch, Sketch] | None]) -> tuple[Batch, Sketch] | None:
         """The next prepared batch, timing the wait for it."""
@@ -148,6 +191,7 @@ class Writer:
             self._lock()
             found, content_ids = document_rows.delete_by_external_id(self._scope, wanted)
             self._drop_orphans(content_ids)
+            catalog.touch(self._scope)
         return len(found)
 
     def rebuild(self, config: IndexConfig, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
@@ -173,20 +217,31 @@ class Writer:
                     start = 0
                     for rows in document_rows.stashed(self._scope, batch_size):
                         batch = Batch(start, *(list(column) for column in zip(*rows, strict=True)))
-                        self._write(batch, self.sketcher.sketch(batch.texts), None)
+                        self._write(batch, self.sketcher.sketch(batch.texts), None, may_defer=start == 0)
                         start += len(batch)
+                    if self._memory is not None:  # one transaction: nobody else wrote meanwhile
+                        self._memory = None
+                        buckets.create_index(self._scope)
         except BaseException:
             self.config, self.sketcher = old
+            self._memory = None
             raise
 
     # -- one batch -------------------------------------------------------------------------------
 
-    def _write(self, batch: Batch, sketch: Sketch, pool: ThreadPoolExecutor | None) -> AddResult:
+    def _write(
+        self, batch: Batch, sketch: Sketch, pool: ThreadPoolExecutor | None, *, may_defer: bool
+    ) -> AddResult:
         """Write one checked and sketched batch inside the caller's transaction. With ``pool``, the
-        stored buckets are probed on the second connection meanwhile."""
+        stored buckets are probed on the second connection meanwhile. ``may_defer``: the first
+        batch of an ingest, which defers the bucket index if the collection is empty."""
         scope, clock = self._scope, self._clock
         with clock.stage("lock, match ids and content hashes"):
             row = self._lock()
+            if may_defer and row.next_content_id == 1:
+                self._memory = BucketMemory()
+            elif self._memory is not None and row.writes != self._writes:
+                self._memory = None  # another writer came between: this batch finds the index or builds it
             stored = document_rows.match(scope, batch.ids, sketch.content_hashes)
             indexed = row.next_content_id == 1 or buckets.has_index(scope)
         with clock.stage("plan"):
@@ -200,8 +255,12 @@ class Writer:
                 indexed=indexed,
                 band_keys=self.sketcher.band_keys,
             )
+        if self._memory is not None and plan.replaced_docs:
+            # Never in an ingest that began on an empty collection with distinct ids; if it were,
+            # the rows held would go stale with the deletes: the bulk path reads the partition.
+            self._memory = None
         probe: Future[tuple[np.ndarray, ...]] | None = None
-        if pool is not None and not plan.bulk and plan.keys.shape[0]:
+        if pool is not None and self._memory is None and not plan.bulk and plan.keys.shape[0]:
             # It sees what was committed before this batch, which is everything stored, since this
             # transaction holds the collection's lock, and nothing of this batch.
             probe = pool.submit(self._probe, plan.keys)
@@ -230,7 +289,7 @@ class Writer:
             dropped = self._drop_orphans(old_contents) if old_contents else []
         new_pairs = self._pair_new_contents(plan, sketch, probe, dropped)
         with clock.stage("advance the id counters"):
-            catalog.advance(scope, *plan.next_ids)
+            self._writes = catalog.advance(scope, *plan.next_ids)
         replaced = len(plan.replaced_docs)
         return AddResult(plan.doc_ids.size - replaced, replaced, plan.unchanged, new_pairs, plan.empty)
 
@@ -269,7 +328,23 @@ class Writer:
         if plan.bearing_ids.size == 0:
             return 0
         rows = bucket_rows(plan.bearing_ids, plan.keys)
-        if plan.bulk:
+        stored: tuple[np.ndarray, ...]
+        memory = self._memory
+        if memory is not None:
+            # The partition holds only this ingest's rows, all of them in memory too.
+            with clock.stage("deferred: COPY bucket rows, no index"):
+                buckets.drop_index(scope)
+                buckets.insert(scope, *rows)
+            with clock.stage("deferred: look up and hold bucket rows in memory"):
+                stored = memory.members_of(*distinct_keys(plan.keys))
+                memory.add(*rows)
+            with clock.stage("group buckets"):
+                groups = bucket_groups(*(np.concatenate([s, n]) for s, n in zip(stored, rows, strict=True)))
+            if memory.rows >= DEFERRED_ROWS:
+                with clock.stage("build the deferred bucket index"):
+                    buckets.create_index(scope)
+                self._memory = None
+        elif plan.bulk:
             with clock.stage("bulk: drop the bucket index, COPY bucket rows"):
                 buckets.drop_index(scope)
                 buckets.insert(scope, *rows)
@@ -282,7 +357,6 @@ class Writer:
         else:
             # Stored members of the batch's buckets (few rows), then the batch's own rows, grouped
             # in memory: nothing the batch wrote is read back.
-            stored: tuple[np.ndarray, ...]
             if probe is None:
                 with clock.stage("probe stored buckets"):
                     stored = buckets.members_of(scope, *distinct_keys(plan.keys))

@@ -1,8 +1,11 @@
 """The buckets table (band, bucket, content): candidate pairs by an indexed lookup or a grouping.
 
-Each collection's partition has one unique index (band, bucket, content_id), the order a lookup
-or a merge by bucket wants and a key that contains the bucket (so a collection could later be
-distributed by bucket). Bulk loads drop the index and build it afterwards.
+Each collection's partition has one lookup index on the bucket key alone: a band's key is a 64-bit
+hash of its rows, so keys of different bands coincide with probability ~2**-64 and the band is a
+filter on the few rows found. Its entries are half the size of (band, bucket, content_id) ones, with
+no uniqueness check, so it builds and takes inserts faster (docs/benchmarks/profile.md). Partitions
+made before keep their unique (band, bucket, content_id) index, which serves the same lookups.
+Bulk loads drop the index and build it afterwards.
 """
 
 from __future__ import annotations
@@ -31,11 +34,7 @@ def drop_index(scope: Scope) -> None:
 
 def create_index(scope: Scope) -> None:
     """Build the lookup index after a bulk load, and refresh the partition's statistics."""
-    scope.conn.execute(
-        scope.sql(
-            "CREATE UNIQUE INDEX IF NOT EXISTS {bucket_index} ON {buckets_p} (band, bucket, content_id)"
-        )
-    )
+    scope.conn.execute(scope.sql("CREATE INDEX IF NOT EXISTS {bucket_index} ON {buckets_p} (bucket)"))
     scope.conn.execute(scope.sql("ANALYZE {buckets_p}"))
 
 

@@ -29,11 +29,13 @@ class CollectionRow:
     next_doc_id: int
     created_at: datetime
     updated_at: datetime
+    writes: int
+    """Transactions that changed the collection so far (see ``advance`` and ``touch``)."""
 
 
 _COLUMNS = (
     "collection_id, name, params, threshold, store_text, unicode_version, "
-    "next_content_id, next_doc_id, created_at, updated_at"
+    "next_content_id, next_doc_id, created_at, updated_at, writes"
 )
 
 
@@ -82,14 +84,28 @@ def insert(
     return row
 
 
-def advance(scope: Scope, next_content_id: int, next_doc_id: int) -> None:
-    """Store the id counters after a batch and touch ``updated_at``."""
-    scope.conn.execute(
+def advance(scope: Scope, next_content_id: int, next_doc_id: int) -> int:
+    """Store the id counters after a batch, touch ``updated_at`` and count the write; returns the
+    write counter as this transaction leaves it."""
+    row = scope.conn.execute(
         scope.sql(
-            "UPDATE {s}.collections SET next_content_id = %s, next_doc_id = %s, updated_at = now() "
-            "WHERE collection_id = %s"
+            "UPDATE {s}.collections SET next_content_id = %s, next_doc_id = %s, updated_at = now(), "
+            "writes = writes + 1 WHERE collection_id = %s RETURNING writes"
         ),
         (next_content_id, next_doc_id, scope.collection_id),
+    ).fetchone()
+    if row is None:
+        raise InternalError(f"collection {scope.collection_id} has no row to advance")
+    return int(row[0])
+
+
+def touch(scope: Scope) -> None:
+    """Count a write that moves no id counter (a removal), and touch ``updated_at``."""
+    scope.conn.execute(
+        scope.sql(
+            "UPDATE {s}.collections SET updated_at = now(), writes = writes + 1 WHERE collection_id = %s"
+        ),
+        (scope.collection_id,),
     )
 
 
@@ -97,7 +113,7 @@ def set_params(scope: Scope, params: dict[str, Any], threshold: float) -> None:
     """Replace the stored parameters (after a rebuild)."""
     scope.conn.execute(
         scope.sql(
-            "UPDATE {s}.collections SET params = %s, threshold = %s, updated_at = now() "
+            "UPDATE {s}.collections SET params = %s, threshold = %s, updated_at = now(), writes = writes + 1 "
             "WHERE collection_id = %s"
         ),
         (Jsonb(params), threshold, scope.collection_id),
