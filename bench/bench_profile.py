@@ -1,24 +1,31 @@
-"""Where the time of a large ingest goes, stage by stage (the profile issue 14 starts from).
+"""One server and a million documents: where the ingest's time goes stage by stage, the bytes each
+table costs a document, and the collection's answers at that size (query latency, batch check rate).
 
 Reads a make_corpus.py corpus as `neardup add` reads a file (the readers' checks included), adds
 it to a fresh collection on a durable local PostgreSQL in batches of 50,000 with a `StageClock`,
 and reports each stage's wall seconds, its share of the ingest's wall time and how often it ran.
 The worker thread's stages (reading and checking records, sketching) overlap the writing
 thread's, so each thread's stages add up to at most the wall time; "batch transaction, commit
-included" minus the writing stages inside it is the commit and what no stage names.
+included" minus the writing stages inside it is the commit and what no stage names. Then, on the
+full collection: --queries edited copies of stored documents (about 3% of words replaced) queried
+one at a time (p50, p99, after 20 untimed), and --check edited copies checked with `Index.check`
+in one call (documents a second).
 
     python bench/bench_profile.py [--n 1000000] [--corpus /tmp/synth1m.jsonl] [--db URL]
+                                  [--queries 1000] [--check 100000] [--out docs/benchmarks/profile.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import random
 import sys
 import time
 from pathlib import Path
 
-from _common import REPO, Report, bench_schema, header, local_server
+from _common import REPO, Report, bench_schema, edited, header, latencies_ms, local_server, pct
 from bench_scaling import corpus_file, first_lines
 from neardup.index import Index
 from neardup.ingest import DEFAULT_BATCH_SIZE, StageClock
@@ -26,6 +33,15 @@ from neardup.readers import checked, read_records
 
 WORKER = "worker: "
 TRANSACTION = "batch transaction, commit included"
+# Stages of their own transaction after the batches (not inside any batch transaction).
+AFTER_BATCHES = ("build the deferred bucket index",)
+
+
+def sample_texts(path: Path, n: int, k: int, seed: int = 1) -> list[str]:
+    """Texts of ``k`` documents drawn at random from the first ``n`` lines of a JSONL corpus."""
+    wanted = set(random.Random(seed).sample(range(n), k))
+    with path.open("rb") as f:
+        return [json.loads(line)["text"] for i, line in enumerate(f) if i in wanted]
 
 
 def main() -> None:
@@ -39,6 +55,8 @@ def main() -> None:
     )
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
     parser.add_argument("--db", help="PostgreSQL URL (default: a durable local server made for the run)")
+    parser.add_argument("--queries", type=int, default=1000, help="queries timed one by one")
+    parser.add_argument("--check", type=int, default=100_000, help="documents in the batch check")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "profile.md")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
@@ -53,17 +71,49 @@ def main() -> None:
         result = index.add(checked(read_records([str(source)])), batch_size=args.batch_size, clock=clock)
         wall = time.perf_counter() - t0
         stats = index.stats()
+        rng = random.Random(2)
+        probes = [edited(t, rng) for t in sample_texts(source, args.n, max(args.queries, args.check))]
+        print(f"querying {args.queries:,} and checking {args.check:,} documents ...", file=sys.stderr)
+        query_ms = latencies_ms(index.query, probes[: args.queries])
+        t0 = time.perf_counter()
+        found = sum(
+            1
+            for r in index.check((f"probe-{i}", text) for i, text in enumerate(probes[: args.check]))
+            if r.matches
+        )
+        check_s = time.perf_counter() - t0
         report = Report()
-        report.say(*header("Where a large ingest's time goes", url, args.db is not None, [f"Corpus: {made}"]))
+        report.say(*header("One server, a million documents", url, args.db is not None, [f"Corpus: {made}"]))
         report.say(
             f"{args.n:,} documents added in batches of {args.batch_size:,} to an empty collection "
             f"(threshold 0.8, 16 x 8) in **{wall:.1f} s** ({args.n / wall:,.0f} docs/s): {result.added:,} "
-            f"added, {result.new_pairs:,} pairs; {stats.bytes_on_disk / args.n:,.0f} bytes a document on "
-            "disk. The first batch goes into the empty collection as a bulk load; the others insert "
-            "into the bucket index and probe it.",
+            f"added, {result.new_pairs:,} pairs. An ingest into an empty collection writes the bucket rows "
+            "unindexed, finds candidates among its own rows in memory, and builds the bucket index once "
+            "at the end.",
+            "",
+            f"On the full collection: query p50 **{pct(query_ms, 50):.2f} ms**, "
+            f"p99 **{pct(query_ms, 99):.2f} "
+            f"ms** ({len(query_ms):,} edited copies of stored documents, one at a time); `Index.check` of "
+            f"{args.check:,} edited copies in **{check_s:.1f} s** (**{args.check / check_s:,.0f} docs/s**; "
+            f"{found:,} found a stored near-duplicate).",
+            "",
+            f"**{stats.bytes_on_disk / args.n:,.0f} bytes a document** on disk:",
             "",
         )
-        writing = {k: v for k, v in clock.seconds.items() if not k.startswith(WORKER) and k != TRANSACTION}
+        report.table(
+            ["table", "rows (with TOAST), bytes a document", "indexes, bytes a document"],
+            "lrr",
+            [
+                (table, f"{rows / args.n:,.0f}", f"{indexes / args.n:,.0f}")
+                for table, (rows, indexes) in stats.bytes_by_table.items()
+            ],
+        )
+        report.say("")
+        writing = {
+            k: v
+            for k, v in clock.seconds.items()
+            if not k.startswith(WORKER) and k != TRANSACTION and k not in AFTER_BATCHES
+        }
         inside = sum(v for k, v in writing.items() if k != "wait for the next batch")
         rows = []
         for name, seconds in sorted(writing.items(), key=lambda kv: -kv[1]):
@@ -72,6 +122,12 @@ def main() -> None:
         rows.append(
             ("commit and the rest of the transactions", f"{rest:.2f}", f"{100 * rest / wall:.1f}%", "")
         )
+        for name in AFTER_BATCHES:
+            if name in clock.seconds:
+                seconds = clock.seconds[name]
+                rows.append(
+                    (f"{name} (after the batches)", f"{seconds:.2f}", f"{100 * seconds / wall:.1f}%", "1")
+                )
         report.say("The writing thread (the database work and the numpy between it):", "")
         report.table(["stage", "seconds", "of the wall time", "times"], "lrrr", rows)
         report.say("", "The worker thread (overlapping the writing thread):", "")

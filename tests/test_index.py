@@ -73,6 +73,10 @@ def test_exact_verification_equals_brute_force(make_index: MakeIndex) -> None:
     for key, j in truth.items():
         assert found[key] == j  # exact, not approximately
     assert _pairs(index, 0.7) == {k: v for k, v in truth.items() if v >= 0.7}
+    stats = index.stats()
+    assert set(stats.bytes_by_table) == {"contents", "documents", "signatures", "buckets", "pairs"}
+    assert sum(rows + indexes for rows, indexes in stats.bytes_by_table.values()) == stats.bytes_on_disk
+    assert all(rows > 0 and indexes > 0 for rows, indexes in stats.bytes_by_table.values())
     assert list(index.clusters()) == components(set(truth))
 
 

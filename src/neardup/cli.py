@@ -420,6 +420,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
             ("clusters", s.clusters),
             ("bucket_rows", s.bucket_rows),
             ("bytes_on_disk", s.bytes_on_disk),
+            *(
+                (f"bytes.{table}.{part}", size)
+                for table, sizes in s.bytes_by_table.items()
+                for part, size in zip(("rows", "indexes"), sizes, strict=True)
+            ),
             ("threshold", s.threshold),
             ("store_text", s.store_text),
             ("expected_fp_rate", _round(s.expected_fp_rate)),

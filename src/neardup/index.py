@@ -31,7 +31,7 @@ from neardup.ingest import DEFAULT_BATCH_SIZE, AddResult, Writer
 from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.measure import evaluate
 from neardup.records import Record, to_document
-from neardup.search import CheckResult, check, fraction, similar
+from neardup.search import CheckResult, check_all, fraction, similar
 from neardup.storage import catalog, listings, migrate, statistics
 from neardup.storage.connect import Connection, connect, transaction, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
@@ -59,6 +59,8 @@ class Stats:
     store_text: bool
     expected_fp_rate: float
     expected_fn_rate: float
+    bytes_by_table: dict[str, tuple[int, int]]
+    """Bytes on disk of each table's partition: (rows with their TOAST, indexes)."""
 
 
 class Index:
@@ -285,10 +287,10 @@ class Index:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ParamsError(f"batch_size must be a positive integer, got {batch_size!r}")
         checked = (to_document(r, f"record {n}") for n, r in enumerate(records))
-        while batch := list(itertools.islice(checked, batch_size)):
-            with translated(f"checking documents against {self.name!r}"):
-                found = check(self._scope, self.config, self._writer.sketcher, batch, min_jaccard, limit)
-            yield from found
+        with translated(f"checking documents against {self.name!r}"):
+            yield from check_all(
+                self._scope, self.config, self._writer.sketcher, checked, min_jaccard, limit, batch_size
+            )
 
     def pairs(self, min_jaccard: float | None = None) -> Iterator[tuple[str, str, float]]:
         """Every stored near-duplicate pair (id_a < id_b, similarity), copies of one text included.
@@ -315,17 +317,19 @@ class Index:
         scope, banding = self._scope, self.config.banding()
         with translated(f"reading statistics of {self.name!r}"), transaction(self._conn):
             counts = statistics.counts(scope)
+            sizes = statistics.sizes(scope)
             return Stats(
                 name=self.name,
                 **counts,
                 bucket_rows=statistics.bucket_rows(scope),
-                bytes_on_disk=statistics.size_on_disk(scope),
+                bytes_on_disk=sum(rows + indexes for rows, indexes in sizes.values()),
                 largest_buckets=statistics.largest_buckets(scope, largest),
                 params=self.params,
                 threshold=self.threshold,
                 store_text=self.store_text,
                 expected_fp_rate=banding.false_positive_rate,
                 expected_fn_rate=banding.false_negative_rate,
+                bytes_by_table=sizes,
             )
 
     def evaluate(self, sample: int = 1000, *, seed: int = 0, floor: float | None = None) -> Evaluation:

@@ -6,7 +6,9 @@ one read of signatures and texts), storing nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -15,7 +17,7 @@ from neardup.config import IndexConfig
 from neardup.core.candidates import bucket_matches
 from neardup.core.lsh import distinct_keys
 from neardup.core.ragged import concat
-from neardup.core.sketch import Sketcher
+from neardup.core.sketch import Sketch, Sketcher
 from neardup.core.verify import exact_jaccard, prefilter_floor, signature_agreement
 from neardup.errors import InputError, ParamsError
 from neardup.records import Document
@@ -89,16 +91,19 @@ def check(
     batch: Sequence[Document],
     min_jaccard: float | None = None,
     limit: int | None = None,
+    sketch: Sketch | None = None,
 ) -> list[CheckResult]:
     """Each document's stored near-duplicates, in input order; nothing is stored. Similarity and
     recall as for ``similar`` (only documents sharing a bucket are seen). A batch of more than a few
-    documents is read in one snapshot; a small one document by document, each in its own."""
+    documents is read in one snapshot (``sketch``, if given, is the batch's, made beforehand); a
+    small one document by document, each in its own."""
     floor = config.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ParamsError(f"limit must be a non-negative integer, got {limit!r}")
     if len(batch) <= _ONE_BY_ONE:
         return [CheckResult(d.id, similar(scope, config, sketcher, d.text, floor, limit)) for d in batch]
-    sketch = sketcher.sketch([d.text for d in batch])
+    if sketch is None:
+        sketch = sketcher.sketch([d.text for d in batch])
     bearing = np.flatnonzero(sketch.shingle_counts > 0)
     keys = sketcher.band_keys(sketch.signatures[bearing])
     found: dict[int, list[tuple[str, float]]] = {}
@@ -117,10 +122,14 @@ def check(
             needed = np.unique(content[hopeful])
             texts = documents.texts(scope, needed.tolist())
             stored_sets = sketcher.shingles([texts[i] for i in needed.tolist()])
-            sets = concat(sketch.distinct_shingles(bearing), stored_sets)
+            # Shingle sets of the input documents with a hopeful candidate only, then the stored ones.
+            asking = np.unique(row[hopeful])
+            sets = concat(sketch.distinct_shingles(bearing[asking]), stored_sets)
             sim = np.zeros(content.size)
             sim[hopeful] = exact_jaccard(
-                sets, row[hopeful], bearing.size + np.searchsorted(needed, content[hopeful])
+                sets,
+                np.searchsorted(asking, row[hopeful]),
+                asking.size + np.searchsorted(needed, content[hopeful]),
             )
         ok = np.flatnonzero(sim >= floor)
         names = documents.external_ids(scope, np.unique(content[ok]).tolist())
@@ -134,4 +143,28 @@ def check(
     return results
 
 
-__all__ = ["CheckResult", "check", "similar"]
+def check_all(
+    scope: Scope,
+    config: IndexConfig,
+    sketcher: Sketcher,
+    documents: Iterator[Document],
+    min_jaccard: float | None,
+    limit: int | None,
+    batch_size: int,
+) -> Iterator[CheckResult]:
+    """``check`` of each ``batch_size`` documents in turn, the next batch read and sketched on a
+    worker thread while the database answers for this one."""
+
+    def prepare() -> tuple[list[Document], Sketch | None]:
+        batch = list(itertools.islice(documents, batch_size))
+        return batch, sketcher.sketch([d.text for d in batch]) if len(batch) > _ONE_BY_ONE else None
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-check") as pool:
+        upcoming = pool.submit(prepare)
+        while (ready := upcoming.result())[0]:
+            batch, sketch = ready
+            upcoming = pool.submit(prepare)
+            yield from check(scope, config, sketcher, batch, min_jaccard, limit, sketch)
+
+
+__all__ = ["CheckResult", "check", "check_all", "similar"]

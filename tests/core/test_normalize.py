@@ -5,7 +5,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neardup.core.normalize import WHITESPACE, Normalization, encode_batch, normalize, split_words
+from neardup.core.normalize import (
+    CASE_MODES,
+    UNICODE_FORMS,
+    WHITESPACE,
+    Normalization,
+    encode_batch,
+    normalize,
+    split_words,
+)
 from neardup.errors import InputError, NeardupError, ParamsError
 
 # Text rich in the characters that normalisation has to get right: every whitespace code point,
@@ -39,7 +47,14 @@ def test_each_step_can_be_switched_off(text: str) -> None:
     assert normalize(text, Normalization("none", "keep", True)) == " ".join(text.split())
 
 
-@given(st.lists(texts, max_size=8), st.sampled_from([Normalization(), Normalization("none", "keep", False)]))
+# ASCII alone takes the batch path that folds case on the bytes, with no per-text normalisation.
+ascii_texts = st.text(alphabet=st.characters(max_codepoint=127), max_size=60)
+normalizations = st.builds(
+    Normalization, st.sampled_from(UNICODE_FORMS), st.sampled_from(CASE_MODES), st.booleans()
+)
+
+
+@given(st.lists(texts, max_size=8) | st.lists(ascii_texts, max_size=8), normalizations)
 def test_batch_encoding_equals_normalise_one_by_one(batch: list[str], norm: Normalization) -> None:
     encoded = encode_batch(batch, norm)
     assert len(encoded) == len(batch)

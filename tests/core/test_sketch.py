@@ -1,8 +1,10 @@
 import numpy as np
-from hypothesis import given
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.core import EMPTY, MinHasher, Params, Sketcher, band_keys, shingles
+from neardup.core import sketch as sketch_module
 
 texts = st.text(alphabet=st.sampled_from("abc de\n✓É"), max_size=40)
 
@@ -30,3 +32,19 @@ def test_near_copies_agree_more_than_strangers() -> None:
     assert near > 0.7
     assert far < 0.1
     assert (sigs[3] == EMPTY).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.text(max_size=40), max_size=25), st.integers(2, 4))
+def test_threads_give_the_same_sketch_and_signatures(texts: list[str], threads: int) -> None:
+    """Chunks of three texts here (2,000 in use), so that small batches split over threads too."""
+    sketcher = Sketcher(Params(bands=4, rows=2, num_perm=8))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sketch_module, "_CHUNK_TEXTS", 3)
+        parallel, one = sketcher.sketch(texts, threads=threads), sketcher.sketch(texts)
+        signatures = sketcher.signatures(texts, threads=threads)
+    assert (parallel.signatures == one.signatures).all()
+    assert (signatures == one.signatures).all()
+    assert parallel.content_hashes == one.content_hashes
+    assert parallel.shingles.offsets.tolist() == one.shingles.offsets.tolist()
+    assert parallel.shingles.values.tolist() == one.shingles.values.tolist()

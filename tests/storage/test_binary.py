@@ -62,6 +62,28 @@ def test_int8_arrays_load_as_numpy(conn: Connection, values: np.ndarray) -> None
     assert row[0].tolist() == values.tolist()
 
 
+@given(
+    hnp.arrays(
+        np.uint32,
+        st.tuples(st.integers(1, 6), st.integers(1, 9)),
+        elements=st.integers(0, 2**32 - 1),
+    )
+)
+@settings(max_examples=15)
+def test_aggregated_signatures_load_as_a_matrix(conn: Connection, sigs: np.ndarray) -> None:
+    """array_agg of int4[] rows is one two-dimensional value: one load for many signatures."""
+    with conn.transaction(force_rollback=True):
+        conn.execute("CREATE TEMP TABLE s (i int8, e int4[])")
+        with conn.cursor() as cur, cur.copy("COPY s FROM STDIN (FORMAT BINARY)") as cp:
+            cp.write(copy_stream([("int8", np.arange(sigs.shape[0])), ("int4[]", sigs)]))
+        with conn.cursor(binary=True) as cur:
+            row = cur.execute("SELECT array_agg(e ORDER BY i) FROM s").fetchone()
+    assert row is not None
+    assert row[0].dtype == np.uint32
+    assert row[0].shape == sigs.shape
+    assert (row[0] == sigs).all()
+
+
 def test_mismatched_column_lengths_are_refused() -> None:
     with pytest.raises(InternalError, match="column 1 has 2 rows"):
         copy_stream([("int4", np.arange(3)), ("int8", np.arange(2))])

@@ -27,7 +27,8 @@ def content_hashes(code_points: Ragged) -> list[bytes]:
         last = int(np.searchsorted(offsets, offsets[first] + _CHUNK_CODE_POINTS, "right")) - 1
         last = max(last, first + 1)
         base = int(offsets[first])
-        chunk = memoryview(np.ascontiguousarray(values[base : offsets[last]], dtype="<u4")).cast("B")
+        utf32 = np.ascontiguousarray(values[base : offsets[last]], dtype="<u4")
+        chunk = memoryview(utf32.view(np.uint8).data)
         bounds = ((offsets[first : last + 1] - base) * 4).tolist()
         digests.extend(
             hashlib.blake2b(chunk[bounds[i] : bounds[i + 1]], digest_size=CONTENT_HASH_BYTES).digest()

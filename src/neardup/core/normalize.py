@@ -29,6 +29,9 @@ WHITESPACE: tuple[int, ...] = (
 _IS_SPACE = np.zeros(max(WHITESPACE) + 1, dtype=np.bool_)
 _IS_SPACE[list(WHITESPACE)] = True
 _SPLIT_CHARS = "".join(map(chr, WHITESPACE))
+# What folding or lowering adds to each ASCII byte: 32 to A-Z, nothing to the rest.
+_ASCII_CASE_SHIFT = np.zeros(256, dtype=np.uint8)
+_ASCII_CASE_SHIFT[ord("A") : ord("Z") + 1] = 32
 
 
 @dataclass(frozen=True)
@@ -77,19 +80,25 @@ def normalize(text: str, normalization: Normalization = DEFAULT_NORMALIZATION) -
 
 
 def encode_batch(texts: Sequence[str], normalization: Normalization = DEFAULT_NORMALIZATION) -> Ragged:
-    """Normalised code points of many texts: uint8 when the batch is ASCII, else uint32."""
+    """Normalised code points of many texts (uint8 when the batch is ASCII, else uint32: the same
+    values either way)."""
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise InputError(f"text {i}: expected str, got {type(text).__name__}")
-    prepared = [_form_and_case(t, normalization) for t in texts]
+    joined = "".join(texts)
+    if joined.isascii():
+        # NFKC and NFC leave ASCII as it is, and folding or lowering its case maps A-Z to a-z
+        # only: done on the bytes of the whole batch, with no per-text Python work.
+        prepared: Sequence[str] = texts
+        cps: np.ndarray = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+        if normalization.case != "keep":
+            cps = cps + _ASCII_CASE_SHIFT[cps]
+    else:
+        prepared = [_form_and_case(t, normalization) for t in texts]
+        # surrogatepass: a lone surrogate (from surrogateescape decoding, say) is a code point too.
+        cps = np.frombuffer("".join(prepared).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     offsets = np.zeros(len(prepared) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, prepared), dtype=np.int64, count=len(prepared)), out=offsets[1:])
-    joined = "".join(prepared)
-    if joined.isascii():
-        cps: np.ndarray = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
-    else:
-        # surrogatepass: a lone surrogate (from surrogateescape decoding, say) is a code point too.
-        cps = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     if normalization.collapse_whitespace:
         cps, offsets = _kernels.collapse_whitespace(cps, offsets, _IS_SPACE)
     return Ragged(cps, offsets)

@@ -43,8 +43,11 @@ class Ragged:
         return np.diff(self.offsets)
 
 
-def concat(first: Ragged, second: Ragged) -> Ragged:
-    """The documents of ``first`` followed by those of ``second``, as uint32 values (shingle sets)."""
-    values = np.concatenate([np.asarray(first.values, np.uint32), np.asarray(second.values, np.uint32)])
-    offsets = np.concatenate([first.offsets, second.offsets[1:] + first.offsets[-1]])
-    return Ragged(values, offsets)
+def concat(*parts: Ragged) -> Ragged:
+    """The documents of each part in turn, as uint32 values (shingle sets)."""
+    values = np.concatenate([np.asarray(part.values, np.uint32) for part in parts])
+    ends = np.cumsum([0] + [int(part.offsets[-1]) for part in parts[:-1]])
+    offsets = np.concatenate(
+        [parts[0].offsets[:1], *(part.offsets[1:] + end for part, end in zip(parts, ends, strict=True))]
+    )
+    return Ragged(values, offsets.astype(np.int64))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -13,9 +15,13 @@ from neardup.core.lsh import band_keys
 from neardup.core.minhash import MinHasher
 from neardup.core.normalize import encode_batch
 from neardup.core.params import HASH_VERSION, Params
-from neardup.core.ragged import Ragged
+from neardup.core.ragged import Ragged, concat
 from neardup.core.shingle import distinct, shingle_batch, shingle_code_points
 from neardup.errors import ParamsMismatchError
+
+# Texts a thread takes at a time: enough that a chunk's kernels run long without the GIL, small
+# enough that two threads finish close together.
+_CHUNK_TEXTS = 2_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,13 +74,28 @@ class Sketcher:
         p = self.params
         return shingle_batch(texts, p.shingle, p.k, p.normalization, unique=unique)
 
-    def signatures(self, texts: Sequence[str]) -> npt.NDArray[np.uint32]:
-        """MinHash signatures of the texts, one row each; empty texts get all-EMPTY rows."""
+    def signatures(self, texts: Sequence[str], threads: int = 1) -> npt.NDArray[np.uint32]:
+        """MinHash signatures of the texts, one row each; empty texts get all-EMPTY rows. On
+        ``threads`` threads as ``sketch``, with the same result."""
+        if threads > 1 and len(texts) > _CHUNK_TEXTS:
+            return np.concatenate(_chunked(self.signatures, texts, threads))
         # Repeated shingles cannot change a minimum, so the sort-and-dedupe step is skipped.
         return self.minhasher.signatures(self.shingles(texts, unique=False))
 
-    def sketch(self, texts: Sequence[str]) -> Sketch:
-        """Shingles, signatures and content hashes of the texts, normalising each text once."""
+    def sketch(self, texts: Sequence[str], threads: int = 1) -> Sketch:
+        """Shingles, signatures and content hashes of the texts, normalising each text once; on
+        ``threads`` threads (the same result: the kernels and hashing release the GIL, the
+        normalisation does not, so two threads give less than twice the rate)."""
+        if threads <= 1 or len(texts) <= _CHUNK_TEXTS:
+            return self._sketch(texts)
+        parts = _chunked(self._sketch, texts, threads)
+        return Sketch(
+            concat(*(part.shingles for part in parts)),
+            np.concatenate([part.signatures for part in parts]),
+            [h for part in parts for h in part.content_hashes],
+        )
+
+    def _sketch(self, texts: Sequence[str]) -> Sketch:
         p = self.params
         cps = encode_batch(texts, p.normalization)
         # Repeated shingles cannot change a minimum: sorting and deduping waits for verification,
@@ -85,3 +106,13 @@ class Sketcher:
     def band_keys(self, signatures: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
         """Bucket keys of signatures, shape docs x bands."""
         return band_keys(signatures, self.params.bands, self.params.rows)
+
+
+_T = TypeVar("_T")
+
+
+def _chunked(work: Callable[[Sequence[str]], _T], texts: Sequence[str], threads: int) -> list[_T]:
+    """``work`` of each ``_CHUNK_TEXTS`` texts in turn, on ``threads`` threads, results in order."""
+    chunks = [texts[i : i + _CHUNK_TEXTS] for i in range(0, len(texts), _CHUNK_TEXTS)]
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="neardup-sketch") as pool:
+        return list(pool.map(work, chunks))

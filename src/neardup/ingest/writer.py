@@ -54,6 +54,9 @@ DEFAULT_BATCH_SIZE = 50_000
 # ~300 MB, twice that while two runs merge): a million documents under 16 bands; beyond that the
 # index is built and probed.
 DEFERRED_ROWS = 1 << 24
+# Threads that sketch a batch: the shingle and MinHash kernels and the content hashing release the
+# GIL, so a second thread uses the core the database leaves idle between statements.
+SKETCH_THREADS = 2
 # Similarity methods stored with each pair.
 EXACT, ESTIMATE = "exact", "estimate"
 
@@ -125,7 +128,7 @@ class Writer:
             if not len(batch):
                 return None
             with clock.stage("worker: normalise, shingle, sign"):
-                return batch, self.sketcher.sketch(batch.texts)
+                return batch, self.sketcher.sketch(batch.texts, threads=SKETCH_THREADS)
 
         # Batch i+1 is read, checked and sketched on one worker while batch i is written (the
         # database works on one core, parsing and the numba kernels, which release the GIL, on

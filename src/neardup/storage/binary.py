@@ -75,7 +75,7 @@ def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> bytes:
 
 
 class _ArrayLoader(Loader):
-    """Loads a binary one-dimensional integer array without NULLs as a numpy array."""
+    """Loads a binary integer array without NULLs (of any number of dimensions) as a numpy array."""
 
     format = Format.BINARY
     wire = ">i8"
@@ -83,14 +83,16 @@ class _ArrayLoader(Loader):
 
     def load(self, data: bytes | bytearray | memoryview) -> np.ndarray:
         header = np.frombuffer(data, dtype=">i4", count=3)
-        if header[0] == 0:
+        ndim = int(header[0])
+        if ndim == 0:
             return np.empty(0, dtype=self.dtype)
-        if header[0] != 1 or header[1] != 0:
-            raise DatabaseError("expected a one-dimensional integer array without NULLs")
-        # Header: ndim, has-null flag, element oid, then (length, lower bound); then each element
-        # as a 4-byte length and its big-endian value.
-        rows = np.frombuffer(data, dtype=[("len", ">i4"), ("v", self.wire)], offset=20)
-        return rows["v"].astype(self.dtype)
+        if header[1] != 0:
+            raise DatabaseError("expected an integer array without NULLs")
+        # Header: ndim, has-null flag, element oid, then (length, lower bound) per dimension; then
+        # each element as a 4-byte length and its big-endian value.
+        shape = tuple(int(n) for n in np.frombuffer(data, dtype=">i4", count=2 * ndim, offset=12)[::2])
+        rows = np.frombuffer(data, dtype=[("len", ">i4"), ("v", self.wire)], offset=12 + 8 * ndim)
+        return rows["v"].astype(self.dtype).reshape(shape)
 
 
 class _Int2ArrayLoader(_ArrayLoader):

@@ -55,16 +55,28 @@ def insert(
 def signatures(
     scope: Scope, content_ids: Sequence[int] | None, num_perm: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Stored signatures of the given contents (all of them for None): (sorted ids, one row per id)."""
-    which = "" if content_ids is None else "AND content_id IN (SELECT unnest(%s::int8[])) "
-    params = (scope.collection_id,) if content_ids is None else (scope.collection_id, list(content_ids))
+    """Stored signatures of the given contents (all of them for None): (sorted ids, one row per id).
+    Given contents are read as one two-dimensional array (one value to load, not a row each); all
+    of them row by row, since one array value holds at most 1 GB (two million signatures)."""
     with scope.conn.cursor(binary=True) as cur:
+        if content_ids is not None:
+            row = cur.execute(
+                scope.sql(
+                    "SELECT array_agg(content_id ORDER BY content_id), "
+                    "array_agg(signature ORDER BY content_id) FROM {signatures_p} "
+                    "WHERE collection_id = %s AND content_id IN (SELECT unnest(%s::int8[]))"
+                ),
+                (scope.collection_id, list(content_ids)),
+            ).fetchone()
+            if row is None or row[0] is None:
+                return np.empty(0, dtype=np.int64), np.empty((0, num_perm), dtype=np.uint32)
+            return row[0], row[1].reshape(-1, num_perm)
         rows = cur.execute(
             scope.sql(
                 "SELECT content_id, signature FROM {signatures_p} "
-                f"WHERE collection_id = %s {which}ORDER BY content_id"
+                "WHERE collection_id = %s ORDER BY content_id"
             ),
-            params,
+            (scope.collection_id,),
         ).fetchall()
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     matrix = np.stack([r[1] for r in rows]) if rows else np.empty((0, num_perm), dtype=np.uint32)

@@ -27,19 +27,20 @@ SELECT (SELECT count(*) FROM {documents_p}),
     return {k: int(v) for k, v in zip(keys, row, strict=True)}
 
 
-def size_on_disk(scope: Scope) -> int:
-    """Bytes on disk of the collection's partitions (tables, TOAST and indexes)."""
-    row = scope.conn.execute(
+_SIZED_TABLES = ("contents", "documents", "signatures", "buckets", "pairs")
+
+
+def sizes(scope: Scope) -> dict[str, tuple[int, int]]:
+    """Bytes on disk of each of the collection's partitions: (rows with their TOAST, indexes)."""
+    rows = scope.conn.execute(
         scope.sql(
-            "SELECT sum(pg_total_relation_size(p)) FROM unnest(ARRAY["
-            "%s::regclass, %s::regclass, %s::regclass, %s::regclass, %s::regclass]) AS p"
+            "SELECT t, pg_total_relation_size(p) - pg_indexes_size(p), pg_indexes_size(p) "
+            "FROM unnest(%s::text[], ARRAY[%s::regclass, %s::regclass, %s::regclass, %s::regclass, "
+            "%s::regclass]) AS x(t, p)"
         ),
-        [
-            scope.sql(f"{{{t}_p}}").as_string(scope.conn)
-            for t in ("contents", "documents", "signatures", "buckets", "pairs")
-        ],
-    ).fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
+        [list(_SIZED_TABLES), *(scope.sql(f"{{{t}_p}}").as_string(scope.conn) for t in _SIZED_TABLES)],
+    ).fetchall()
+    return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
 
 def largest_buckets(scope: Scope, limit: int) -> list[tuple[int, int, int]]:
