@@ -26,7 +26,11 @@ def test_members_are_exactly_the_held_rows_in_the_wanted_buckets(
     memory = BucketMemory()
     held: list[tuple[int, int, int]] = []
     for rows in batches:
-        memory.add(*_columns(rows))
+        shared = memory.add(*_columns(rows))
+        buckets = {(b, k) for b, k, _ in rows}
+        assert sorted(zip(*(c.tolist() for c in shared), strict=True)) == sorted(
+            r for r in held if (r[0], r[1]) in buckets
+        )
         held.extend(rows)
         # After every add, not only at the end: runs merge as they grow.
         band, bucket = _columns([(b, k, 0) for b, k in wanted])[:2]

@@ -83,6 +83,16 @@ def everything(batch: list[str], params: Params) -> list[Any]:
         _kernels.pair_jaccard(sets.values, sets.offsets, left, right),
         _kernels.pair_agreement(sketch.signatures, left, right),
         _kernels.group_pairs(np.sort(members), groups, len(batch) // 2),
+        # Bucket keys as held in memory: ranges of some in all of them, and a merge of two runs.
+        *_kernels.sorted_ranges(np.sort(keys.reshape(-1)), np.sort(keys[:, 0])),
+        *_kernels.merge_runs(
+            np.sort(keys[:, 1:].reshape(-1)),
+            np.zeros(keys[:, 1:].size, np.int16),
+            np.arange(keys[:, 1:].size, dtype=np.int64),
+            np.sort(keys[:, 0]),
+            np.ones(keys.shape[0], np.int16),
+            np.arange(keys.shape[0], dtype=np.int64),
+        ),
     ]
 
 

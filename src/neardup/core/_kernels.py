@@ -515,3 +515,51 @@ def group_pairs(members: np.ndarray, offsets: np.ndarray, first_new: int) -> np.
                     out[k, 1] = members[j]
                     k += 1
     return out
+
+
+@_kernel(lambda keys, wanted: keys.shape[0] + wanted.shape[0])
+def sorted_ranges(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each value of ``wanted`` (sorted), the range [lo, hi) of ``keys`` (sorted) equal to it:
+    one merge of the two, linear in their lengths and reading both in order."""
+    lo = np.empty(wanted.shape[0], dtype=np.int64)
+    hi = np.empty(wanted.shape[0], dtype=np.int64)
+    i = 0
+    n = keys.shape[0]
+    for j in range(wanted.shape[0]):
+        w = wanted[j]
+        while i < n and keys[i] < w:
+            i += 1
+        lo[j] = i
+        k = i
+        while k < n and keys[k] == w:
+            k += 1
+        hi[j] = k
+    return lo, hi
+
+
+@_kernel(
+    lambda older_keys, older_band, older_content, keys, band, content: older_keys.shape[0] + keys.shape[0]
+)
+def merge_runs(
+    older_keys: np.ndarray,
+    older_band: np.ndarray,
+    older_content: np.ndarray,
+    keys: np.ndarray,
+    band: np.ndarray,
+    content: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two runs of rows sorted by key merged into one, each newer row after the older rows with
+    keys at most its own: one pass over both."""
+    n, m = older_keys.shape[0], keys.shape[0]
+    out_keys = np.empty(n + m, dtype=older_keys.dtype)
+    out_band = np.empty(n + m, dtype=older_band.dtype)
+    out_content = np.empty(n + m, dtype=older_content.dtype)
+    i = j = 0
+    for k in range(n + m):
+        if j == m or (i < n and older_keys[i] <= keys[j]):
+            out_keys[k], out_band[k], out_content[k] = older_keys[i], older_band[i], older_content[i]
+            i += 1
+        else:
+            out_keys[k], out_band[k], out_content[k] = keys[j], band[j], content[j]
+            j += 1
+    return out_keys, out_band, out_content

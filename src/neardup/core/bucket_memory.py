@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from neardup.core import _kernels
 from neardup.core.candidates import mixed_keys, unmixed_buckets
 
 # Bytes a row costs here: its mixed key (8, from which the bucket follows), content id (8), band (2).
@@ -36,30 +37,38 @@ class BucketMemory:
 
     def add(
         self, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64], content: npt.NDArray[np.int64]
-    ) -> None:
-        """Hold these rows too."""
+    ) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Hold these rows too; returns the rows held before that share a (band, bucket) with one
+        of them (as ``storage.buckets.members_of`` reads them from the database)."""
         if band.size == 0:
-            return
+            return np.empty(0, np.int16), np.empty(0, np.int64), np.empty(0, np.int64)
         keys = mixed_keys(band, bucket)
-        order = np.argsort(keys, kind="stable")
-        self._runs.append((keys[order], band[order], content[order]))
+        order = np.argsort(keys)
+        run = (keys[order], band[order], content[order])
+        found = self._members(run[0])
+        self._runs.append(run)
         # Merge while the newest run is as large as its predecessor (a binary counter): O(log n)
         # runs at any time, and each row is merged O(log n) times.
         while len(self._runs) > 1 and self._runs[-1][0].size >= self._runs[-2][0].size:
             newer = self._runs.pop()
             self._runs.append(_merged(self._runs.pop(), newer))
+        return found
 
     def members_of(
         self, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64]
     ) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(band, bucket, content) of every held row whose (band, bucket) is one of the given
-        distinct pairs (as ``storage.buckets.members_of`` reads them from the database)."""
-        wanted = np.sort(mixed_keys(band, bucket))
+        pairs."""
+        return self._members(np.sort(mixed_keys(band, bucket)))
+
+    def _members(
+        self, wanted: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Held rows whose mixed key is one of ``wanted`` (sorted; repeats count once)."""
+        wanted = wanted[np.r_[True, wanted[1:] != wanted[:-1]]] if wanted.size else wanted
         found: list[tuple[np.ndarray, ...]] = []
         for run in self._runs:
-            keys = run[0]
-            lo = np.searchsorted(keys, wanted, "left")
-            hi = np.searchsorted(keys, wanted, "right")
+            lo, hi = _kernels.sorted_ranges(run[0], wanted)
             counts = hi - lo
             if not counts.any():
                 continue
@@ -75,15 +84,7 @@ class BucketMemory:
 def _merged(
     older: tuple[np.ndarray, np.ndarray, np.ndarray], newer: tuple[np.ndarray, np.ndarray, np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One sorted run of two, in linear time: each newer row goes after the older rows with keys
-    at most its own."""
-    at = np.searchsorted(older[0], newer[0], "right") + np.arange(newer[0].size)
-    older_slots = np.ones(older[0].size + newer[0].size, dtype=bool)
-    older_slots[at] = False
-    columns = []
-    for old, new in zip(older, newer, strict=True):
-        column = np.empty(older_slots.size, dtype=old.dtype)
-        column[at] = new
-        column[older_slots] = old
-        columns.append(column)
-    return columns[0], columns[1], columns[2]
+    """One sorted run of two, in one linear pass (each newer row after the older rows with keys at
+    most its own)."""
+    keys, band, content = _kernels.merge_runs(*older, *newer)
+    return keys, band, content

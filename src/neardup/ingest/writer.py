@@ -245,7 +245,9 @@ class Writer:
                 self._memory = BucketMemory()
             elif self._memory is not None and row.writes != self._writes:
                 self._memory = None  # another writer came between: this batch finds the index or builds it
-            stored = document_rows.match(scope, batch.ids, sketch.content_hashes)
+            # While the index is deferred, only this ingest has written, with ids distinct in its
+            # input: none of the batch's ids can be stored.
+            stored = document_rows.match(scope, batch.ids, sketch.content_hashes, ids=self._memory is None)
             indexed = row.next_content_id == 1 or buckets.has_index(scope)
         with clock.stage("plan"):
             plan = plan_batch(
@@ -339,8 +341,7 @@ class Writer:
                 buckets.drop_index(scope)
                 buckets.insert(scope, *rows)
             with clock.stage("deferred: look up and hold bucket rows in memory"):
-                stored = memory.members_of(*distinct_keys(plan.keys))
-                memory.add(*rows)
+                stored = memory.add(*rows)
             with clock.stage("group buckets"):
                 groups = bucket_groups(*(np.concatenate([s, n]) for s, n in zip(stored, rows, strict=True)))
             if memory.rows >= DEFERRED_ROWS:
