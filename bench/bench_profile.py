@@ -130,7 +130,9 @@ def main() -> None:
                 )
         report.say("The writing thread (the database work and the numpy between it):", "")
         report.table(["stage", "seconds", "of the wall time", "times"], "lrrr", rows)
-        report.say("", "The worker thread (overlapping the writing thread):", "")
+        report.say(
+            "", "The worker threads (reading, and sketching, each overlapping the other and the writer):", ""
+        )
         report.table(
             ["stage", "seconds", "of the wall time", "times"],
             "lrrr",

@@ -1,8 +1,9 @@
 """Where an ingest's time goes: wall seconds per named stage, summed over batches.
 
-``Index.add(..., clock=StageClock())`` fills one; benchmarks print it. Stages on the worker thread
-(reading and sketching the next batch) overlap those of the writing thread, so the stages of the
-two threads each add up to at most the wall time, not together.
+``Index.add(..., clock=StageClock())`` fills one; benchmarks print it. The worker stages (reading
+and checking a batch ahead on one thread, sketching the next on another) overlap each other and
+those of the writing thread, so the stages of each thread add up to at most the wall time, not
+all of them together.
 """
 
 from __future__ import annotations

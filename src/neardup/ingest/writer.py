@@ -121,25 +121,39 @@ class Writer:
         total = AddResult()
         self._clock = clock
 
-        def prepare(start: int) -> tuple[Batch, Sketch] | None:
-            """Read, check and sketch the next batch (on a worker thread)."""
-            with clock.stage("worker: read and check records"):
-                batch = Batch.of(list(itertools.islice(checked, batch_size)), start)
-            if not len(batch):
-                return None
-            with clock.stage("worker: normalise, shingle, sign"):
-                return batch, self.sketcher.sketch(batch.texts, threads=SKETCH_THREADS)
+        read_so_far = 0
 
-        # Batch i+1 is read, checked and sketched on one worker while batch i is written (the
-        # database works on one core, parsing and the numba kernels, which release the GIL, on
-        # the other); the second worker probes the stored buckets for batch i.
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="neardup-add") as pool:
-            upcoming = pool.submit(prepare, 0)
+        def read() -> Batch:
+            """Read and check the next batch (on the reading thread)."""
+            nonlocal read_so_far
+            with clock.stage("worker: read and check records"):
+                batch = Batch.of(list(itertools.islice(checked, batch_size)), read_so_far)
+            read_so_far += len(batch)
+            return batch
+
+        def prepare(reading: Future[Batch]) -> tuple[tuple[Batch, Sketch] | None, Future[Batch] | None]:
+            """Sketch the batch being read (on a worker thread), and start reading the one after."""
+            batch = reading.result()
+            if not len(batch):
+                return None, None
+            following = reader.submit(read)
+            with clock.stage("worker: normalise, shingle, sign"):
+                return (batch, self.sketcher.sketch(batch.texts, threads=SKETCH_THREADS)), following
+
+        # Three stages overlap: batch i+2 is read and checked on the reading thread (Python, holding
+        # the GIL), batch i+1 sketched on a worker (numba kernels and hashing, which release it),
+        # batch i written here (the database works on a core of its own); the second worker probes
+        # the stored buckets for batch i.
+        with (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-read") as reader,
+            ThreadPoolExecutor(max_workers=2, thread_name_prefix="neardup-add") as pool,
+        ):
+            upcoming = pool.submit(prepare, reader.submit(read))
             try:
                 # A bad record in batch i+1 surfaces here, after batch i has committed.
                 while (ready := self._next(upcoming)) is not None:
-                    batch, sketch = ready
-                    upcoming = pool.submit(prepare, batch.start + len(batch))
+                    batch, sketch, following = ready
+                    upcoming = pool.submit(prepare, following)
                     with (
                         translated(f"adding {batch.where} to {self.name!r}"),
                         clock.stage("batch transaction, commit included"),
@@ -177,10 +191,15 @@ class Writer:
         except Exception:  # the ingest's own error is the one to report
             self._memory = None
 
-    def _next(self, upcoming: Future[tuple[Batch, Sketch] | None]) -> tuple[Batch, Sketch] | None:
-        """The next prepared batch, timing the wait for it."""
+    def _next(
+        self, upcoming: Future[tuple[tuple[Batch, Sketch] | None, Future[Batch] | None]]
+    ) -> tuple[Batch, Sketch, Future[Batch]] | None:
+        """The next prepared batch and the reading of the one after it, timing the wait for them."""
         with self._clock.stage("wait for the next batch"):
-            return upcoming.result()
+            prepared, following = upcoming.result()
+        if prepared is None or following is None:
+            return None
+        return prepared[0], prepared[1], following
 
     def remove(self, ids: Iterable[str]) -> int:
         """Remove documents by id with their pairs; returns how many were found."""
