@@ -21,7 +21,7 @@ found. Readers meanwhile scan the partition instead of probing an index: slower,
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -54,6 +54,9 @@ DEFAULT_BATCH_SIZE = 50_000
 # ~300 MB, twice that while two runs merge): a million documents under 16 bands; beyond that the
 # index is built and probed.
 DEFERRED_ROWS = 1 << 24
+# Batch sizes from which an ingest starts with smaller batches (``batch_sizes``): below it the
+# ramp would buy little, and a batch is exactly the size asked for.
+RAMP_FROM = 8_192
 # Threads that sketch a batch: the shingle and MinHash kernels and the content hashing release the
 # GIL, so a second thread uses the core the database leaves idle between statements.
 SKETCH_THREADS = 2
@@ -81,6 +84,15 @@ class AddResult:
             self.new_pairs + other.new_pairs,
             self.empty + other.empty,
         )
+
+
+def batch_sizes(batch_size: int) -> Iterator[int]:
+    """The sizes of an ingest's batches: ``batch_size`` each, except that from ``RAMP_FROM`` on the
+    first ones are an eighth, a quarter and a half of it, so that writing starts early (the first
+    batch is read and sketched before anything else can happen) and a small ingest overlaps too."""
+    if batch_size >= RAMP_FROM:
+        yield from (batch_size // 8, batch_size // 4, batch_size // 2)
+    yield from itertools.repeat(batch_size)
 
 
 class Writer:
@@ -122,12 +134,13 @@ class Writer:
         self._clock = clock
 
         read_so_far = 0
+        sizes = batch_sizes(batch_size)
 
         def read() -> Batch:
             """Read and check the next batch (on the reading thread)."""
             nonlocal read_so_far
             with clock.stage("worker: read and check records"):
-                batch = Batch.of(list(itertools.islice(checked, batch_size)), read_so_far)
+                batch = Batch.of(list(itertools.islice(checked, next(sizes))), read_so_far)
             read_so_far += len(batch)
             return batch
 
