@@ -26,8 +26,10 @@ def insert(
     shingle_counts: npt.NDArray[np.int64],
     signatures: npt.NDArray[np.uint32],
 ) -> None:
-    """Insert new contents (each its own cluster) and their signatures, with binary COPY."""
+    """Insert new contents (each its own cluster) and their signatures, with binary COPY; contents
+    in hash order, so the unique index on the hash takes them in sequence, not at random."""
     n = content_ids.shape[0]
+    by_hash = np.asarray(sorted(range(n), key=hashes.__getitem__), dtype=np.int64)
     coll = np.full(n, scope.collection_id, dtype=np.int32)
     digest = (
         np.frombuffer(b"".join(hashes), dtype=np.uint8).reshape(n, -1) if n else np.empty((0, 16), np.uint8)
@@ -38,10 +40,10 @@ def insert(
         copy_stream(
             [
                 ("int4", coll),
-                ("int8", content_ids),
-                ("bytea", digest),
-                ("int4", shingle_counts),
-                ("int8", content_ids),
+                ("int8", content_ids[by_hash]),
+                ("bytea", digest[by_hash]),
+                ("int4", shingle_counts[by_hash]),
+                ("int8", content_ids[by_hash]),
             ]
         ),
     )

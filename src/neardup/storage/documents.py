@@ -69,8 +69,12 @@ def insert(
     texts: Sequence[str | None],
     metas: Sequence[Any],
 ) -> None:
-    """Insert documents with binary COPY (ids, contents, texts and metadata given per row)."""
+    """Insert documents with binary COPY (ids, contents, texts and metadata given per row), in
+    external-id order: the unique index on it then takes them in sequence, leaf after leaf, not at
+    random; each row keeps the ids given with it."""
     c = scope.collection_id
+    order = sorted(range(len(external_ids)), key=external_ids.__getitem__)
+    doc_list, content_list = doc_ids.tolist(), content_ids.tolist()
     with (
         scope.conn.cursor() as cur,
         cur.copy(
@@ -81,10 +85,18 @@ def insert(
         ) as copy,
     ):
         copy.set_types(["int4", "int8", "text", "int8", "text", "jsonb"])
-        for doc_id, ext, content_id, text, meta in zip(
-            doc_ids.tolist(), external_ids, content_ids.tolist(), texts, metas, strict=True
-        ):
-            copy.write_row((c, doc_id, ext, content_id, text, None if meta is None else Jsonb(meta)))
+        for i in order:
+            meta = metas[i]
+            copy.write_row(
+                (
+                    c,
+                    doc_list[i],
+                    external_ids[i],
+                    content_list[i],
+                    texts[i],
+                    None if meta is None else Jsonb(meta),
+                )
+            )
 
 
 def delete(scope: Scope, doc_ids: Sequence[int]) -> list[int]:
