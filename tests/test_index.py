@@ -575,3 +575,20 @@ def test_a_rebuild_while_a_listing_is_open_neither_waits_nor_disturbs_it(
     params = index.params
     expected = brute_force_pairs(docs, params, index.threshold)
     assert _pairs(index) == pytest.approx(expected)
+
+
+def test_an_ingest_that_defers_the_index_reuses_contents_of_its_own_earlier_batches(
+    make_index: MakeIndex,
+) -> None:
+    """Exact copies (other ids, the same normalised text) in later batches of one ingest: their
+    contents are found in the ingest's memory, as the database would find them."""
+    docs = planted_corpus(n_sources=12, copies=1, seed=4)
+    copies = [(f"copy-{doc_id}", text.upper()) for doc_id, text in docs[:10]]  # case folds away
+    index = make_index(**EXHAUSTIVE)
+    index.add(docs + copies, batch_size=7)
+    stats = index.stats()
+    assert (stats.documents, stats.contents) == (len(docs) + 10, len(docs))
+    pairs = _pairs(index)
+    assert all(pairs[tuple(sorted((doc_id, f"copy-{doc_id}")))] == 1.0 for doc_id, _ in docs[:10])  # type: ignore[index]
+    near = {k: v for k, v in pairs.items() if not (k[0].startswith("copy-") or k[1].startswith("copy-"))}
+    assert near == pytest.approx(brute_force_pairs(docs, index.params, 0.5))

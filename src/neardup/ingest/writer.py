@@ -9,7 +9,7 @@ the verified pairs and merged clusters before the transaction commits. So the pa
 complete: every pair of stored documents at or above the threshold is in it.
 
 An ``add`` into an empty collection (and a rebuild) defers the bucket index: its bucket rows go into
-the unindexed partition, the rows it wrote are looked up in memory (``core.bucket_memory``), and
+the unindexed partition, the rows it wrote are looked up in memory (``core.ingest_memory``), and
 the index is built once at the end, or when the rows held reach ``DEFERRED_ROWS``. Building an
 index once is far cheaper than inserting every row into it. If another writer changes the
 collection between two of its batches (the collection's write counter moved), the ingest builds the
@@ -29,9 +29,9 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.config import IndexConfig
-from neardup.core.bucket_memory import BucketMemory
 from neardup.core.candidates import bucket_groups, candidate_pairs
 from neardup.core.components import component_labels
+from neardup.core.ingest_memory import IngestMemory
 from neardup.core.lsh import bucket_rows, distinct_keys
 from neardup.core.minhash import empty_rows
 from neardup.core.params import Params
@@ -107,7 +107,7 @@ class Writer:
         self._clock = NO_CLOCK
         # While an ingest defers the bucket index: its bucket rows, and the write counter its last
         # batch left (another value means someone else wrote in between).
-        self._memory: BucketMemory | None = None
+        self._memory: IngestMemory | None = None
         self._writes = -1
 
     def close(self) -> None:
@@ -274,12 +274,13 @@ class Writer:
         with clock.stage("lock, match ids and content hashes"):
             row = self._lock()
             if may_defer and row.next_content_id == 1:
-                self._memory = BucketMemory()
+                self._memory = IngestMemory()
             elif self._memory is not None and row.writes != self._writes:
                 self._memory = None  # another writer came between: this batch finds the index or builds it
-            # While the index is deferred, only this ingest has written, with ids distinct in its
-            # input: none of the batch's ids can be stored.
-            stored = document_rows.match(scope, batch.ids, sketch.content_hashes, ids=self._memory is None)
+            if self._memory is None:
+                stored = document_rows.match(scope, batch.ids, sketch.content_hashes)
+            else:
+                stored = self._memory_match(self._memory, sketch.content_hashes)
             indexed = row.next_content_id == 1 or buckets.has_index(scope)
         with clock.stage("plan"):
             plan = plan_batch(
@@ -291,6 +292,10 @@ class Writer:
                 store_text=self.config.store_text,
                 indexed=indexed,
                 band_keys=self.sketcher.band_keys,
+            )
+        if self._memory is not None:
+            self._memory.add_contents(
+                [sketch.content_hashes[p] for p in plan.new_positions.tolist()], plan.new_ids.tolist()
             )
         if self._memory is not None and plan.replaced_docs:
             # Never in an ingest that began on an empty collection with distinct ids; if it were,
@@ -329,6 +334,14 @@ class Writer:
             self._writes = catalog.advance(scope, *plan.next_ids)
         replaced = len(plan.replaced_docs)
         return AddResult(plan.doc_ids.size - replaced, replaced, plan.unchanged, new_pairs, plan.empty)
+
+    @staticmethod
+    def _memory_match(memory: IngestMemory, hashes: Sequence[bytes]) -> list[document_rows.Match]:
+        """What is stored for a batch while the index is deferred, read from memory: only this
+        ingest has written, with ids distinct in its input, so no id is stored and a stored
+        content is one of its own."""
+        found = ((position, memory.content_of(h)) for position, h in enumerate(hashes))
+        return [document_rows.Match(p, None, None, c, None, None) for p, c in found if c is not None]
 
     def _probe(self, keys: npt.NDArray[np.int64]) -> tuple[np.ndarray, ...]:
         """Stored (band, bucket, content) rows sharing a bucket with ``keys``, read on the second

@@ -31,27 +31,18 @@ class Match:
     meta: Any
 
 
-def match(
-    scope: Scope, external_ids: Sequence[str], content_hashes: Sequence[bytes], *, ids: bool = True
-) -> list[Match]:
-    """Stored documents with the batch's ids and stored contents with its hashes, one statement;
-    without ``ids``, the contents only (the caller knows that none of the ids is stored)."""
-    documents = (
-        'LEFT JOIN {documents_p} d ON d.collection_id = %(c)s AND d.external_id = m.external_id COLLATE "C"'
-        if ids
-        else "LEFT JOIN (SELECT NULL::bigint AS doc_id, NULL::bigint AS content_id, NULL::text AS text, "
-        "NULL::jsonb AS meta) d ON false"
-    )
+def match(scope: Scope, external_ids: Sequence[str], content_hashes: Sequence[bytes]) -> list[Match]:
+    """Stored documents with the batch's ids and stored contents with its hashes, one statement."""
     with index_probes(scope.conn):
         rows = scope.conn.execute(
             scope.sql(
-                f"""
+                """
 SELECT m.ord - 1, d.doc_id, d.content_id, e.content_id,
        CASE WHEN e.content_id = d.content_id THEN d.text END,
        CASE WHEN e.content_id = d.content_id THEN d.meta END
 FROM unnest(%(ids)s::text[], %(hashes)s::bytea[]) WITH ORDINALITY AS m(external_id, content_hash, ord)
-{documents}
-LEFT JOIN {{contents_p}} e ON e.collection_id = %(c)s AND e.content_hash = m.content_hash
+LEFT JOIN {documents_p} d ON d.collection_id = %(c)s AND d.external_id = m.external_id COLLATE "C"
+LEFT JOIN {contents_p} e ON e.collection_id = %(c)s AND e.content_hash = m.content_hash
 WHERE d.doc_id IS NOT NULL OR e.content_id IS NOT NULL"""
             ),
             {"ids": list(external_ids), "hashes": list(content_hashes), "c": scope.collection_id},

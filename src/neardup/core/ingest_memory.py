@@ -1,13 +1,16 @@
-"""Bucket rows held in memory while an ingest defers the bucket index: who shares a bucket with a batch.
+"""What an ingest that defers the bucket index holds in memory: its bucket rows and content hashes.
 
 An ingest into an empty collection writes its bucket rows into an unindexed partition and builds
 the index once at the end, which costs a fraction of inserting every row into it (see
-``ingest.writer``). Meanwhile the rows it wrote are looked up here instead of in the database: sorted
-runs of mixed (band, bucket) keys, the newest runs merged into older ones as they grow, so a lookup
-costs a binary search in a few runs and adding costs amortised linear time.
+``ingest.writer``). Meanwhile what it wrote is looked up here instead of in the database: bucket
+rows in sorted runs of mixed (band, bucket) keys, the newest runs merged into older ones as they
+grow (a lookup is one linear pass over a few runs, adding costs amortised linear time), and the
+content id of each content hash.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -15,12 +18,14 @@ import numpy.typing as npt
 from neardup.core import _kernels
 from neardup.core.candidates import mixed_keys, unmixed_buckets
 
-# Bytes a row costs here: its mixed key (8, from which the bucket follows), content id (8), band (2).
+# Bytes a bucket row costs here: its mixed key (8, from which the bucket follows), content id (8),
+# band (2); a content hash ~130 more per content (a dict entry, its bytes and its id).
 ROW_BYTES = 18
 
 
-class BucketMemory:
-    """(band, bucket, content) rows in sorted runs; ``members_of`` finds the rows in given buckets.
+class IngestMemory:
+    """(band, bucket, content) rows in sorted runs (``add`` returns the held rows that share a
+    bucket with new ones), and the content id of each content hash written.
 
     Lookups are by the mixed key of ``core.candidates``: two different (band, bucket) pairs share
     one with probability ~2**-64, which can only return an extra row, never lose one.
@@ -29,6 +34,7 @@ class BucketMemory:
     def __init__(self) -> None:
         # Each run: (mixed keys sorted ascending, band, content), all the same length.
         self._runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._contents: dict[bytes, int] = {}
 
     @property
     def rows(self) -> int:
@@ -53,6 +59,14 @@ class BucketMemory:
             newer = self._runs.pop()
             self._runs.append(_merged(self._runs.pop(), newer))
         return found
+
+    def content_of(self, content_hash: bytes) -> int | None:
+        """The content id written for ``content_hash``, or None."""
+        return self._contents.get(content_hash)
+
+    def add_contents(self, hashes: Sequence[bytes], content_ids: Sequence[int]) -> None:
+        """Remember the ids of contents written."""
+        self._contents.update(zip(hashes, content_ids, strict=True))
 
     def members_of(
         self, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64]

@@ -1,4 +1,4 @@
-"""BucketMemory against a plain set of rows: the same members for any order of adds and lookups."""
+"""IngestMemory against plain sets of rows and hashes: the same answers for any order of adds and lookups."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.core.bucket_memory import BucketMemory
+from neardup.core.ingest_memory import IngestMemory
 
 # Few bands and buckets, so that lookups hit often and buckets hold several contents.
 _row = st.tuples(st.integers(0, 3), st.integers(-3, 3), st.integers(0, 10**12))
@@ -23,7 +23,7 @@ def _columns(rows: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.ndarray, 
 def test_members_are_exactly_the_held_rows_in_the_wanted_buckets(
     batches: list[list[tuple[int, int, int]]], wanted: list[tuple[int, int]]
 ) -> None:
-    memory = BucketMemory()
+    memory = IngestMemory()
     held: list[tuple[int, int, int]] = []
     for rows in batches:
         shared = memory.add(*_columns(rows))
@@ -40,9 +40,20 @@ def test_members_are_exactly_the_held_rows_in_the_wanted_buckets(
 
 
 def test_runs_stay_few_as_rows_grow() -> None:
-    memory = BucketMemory()
+    memory = IngestMemory()
     rng = np.random.default_rng(0)
     for i in range(64):
         memory.add(np.zeros(100, np.int16), rng.integers(-(2**63), 2**63 - 1, 100), np.arange(100) + 100 * i)
         assert len(memory._runs) <= 1 + int(np.log2(i + 1))
     assert memory.rows == 6400
+
+
+@given(st.lists(st.tuples(st.binary(min_size=1, max_size=3), st.integers(1, 10**9)), max_size=30))
+def test_content_ids_are_found_by_their_hashes(written: list[tuple[bytes, int]]) -> None:
+    memory = IngestMemory()
+    expected: dict[bytes, int] = {}
+    for h, content_id in written:
+        memory.add_contents([h], [content_id])
+        expected[h] = content_id
+    for h in {h for h, _ in written} | {b"never written"}:
+        assert memory.content_of(h) == expected.get(h)
