@@ -29,11 +29,12 @@ class CollectionRow:
     next_doc_id: int
     created_at: datetime
     updated_at: datetime
+    distributed: bool
 
 
 _COLUMNS = (
     "collection_id, name, params, threshold, store_text, unicode_version, "
-    "next_content_id, next_doc_id, created_at, updated_at"
+    "next_content_id, next_doc_id, created_at, updated_at, distributed"
 )
 
 
@@ -58,16 +59,24 @@ def lock_name(scope: Scope, name: str) -> None:
 
 
 def insert(
-    scope: Scope, name: str, params: dict[str, Any], threshold: float, store_text: bool, unicode_version: str
+    scope: Scope,
+    name: str,
+    params: dict[str, Any],
+    threshold: float,
+    store_text: bool,
+    unicode_version: str,
+    distributed: bool = False,
 ) -> CollectionRow:
-    """Insert a collection row and create its partitions (no rows, no bucket index yet)."""
+    """Insert a collection row and create its partitions (no rows, no bucket index yet); in a
+    distributed schema the partitions are Citus tables, as their parents are."""
     row = _row(
         scope.conn.execute(
             scope.sql(
-                "INSERT INTO {s}.collections (name, params, threshold, store_text, unicode_version) "
-                f"VALUES (%s, %s, %s, %s, %s) RETURNING {_COLUMNS}"
+                "INSERT INTO {s}.collections "
+                "(name, params, threshold, store_text, unicode_version, distributed) "
+                f"VALUES (%s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}"
             ),
-            (name, Jsonb(params), threshold, store_text, unicode_version),
+            (name, Jsonb(params), threshold, store_text, unicode_version, distributed),
         ).fetchone()
     )
     if row is None:

@@ -189,6 +189,8 @@ def drop_collection(scope: Scope, name: str) -> bool:
         if row is None:
             return False
         here = scope.with_collection(row.collection_id)
+        # Its labels go first: in a distributed schema no foreign key deletes them with the row.
+        here.conn.execute(here.sql("DELETE FROM {s}.labels WHERE collection_id = %s"), (row.collection_id,))
         for table in PARTITIONED_TABLES:
             here.conn.execute(here.sql(f"DROP TABLE IF EXISTS {{{table}_p}}"))
         here.conn.execute(

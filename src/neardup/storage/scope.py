@@ -26,12 +26,13 @@ def _compose(template: str, schema: str, collection_id: int) -> sql.Composed:
 
 @dataclass(frozen=True)
 class Scope:
-    """Where storage functions act: a connection (the caller owns its transactions), a schema and
-    a collection id (0 before a collection is chosen)."""
+    """Where storage functions act: a connection (the caller owns its transactions), a schema, a
+    collection id (0 before a collection is chosen) and whether that collection is distributed."""
 
     conn: Connection
     schema: str
     collection_id: int = 0
+    distributed: bool = False
 
     def __post_init__(self) -> None:
         check_schema_name(self.schema)
@@ -40,9 +41,9 @@ class Scope:
         """``template`` with ``{s}``, ``{<table>_p}`` and ``{bucket_index}`` filled in as identifiers."""
         return _compose(template, self.schema, int(self.collection_id))
 
-    def with_collection(self, collection_id: int) -> Scope:
+    def with_collection(self, collection_id: int, distributed: bool = False) -> Scope:
         """The same connection and schema, acting on another collection."""
-        return Scope(self.conn, self.schema, collection_id)
+        return Scope(self.conn, self.schema, collection_id, distributed)
 
 
 # Planner switches turned off around a batch's lookups (see index_probes).

@@ -28,10 +28,12 @@ SELECT (SELECT count(*) FROM {documents_p}),
 
 
 def size_on_disk(scope: Scope) -> int:
-    """Bytes on disk of the collection's partitions (tables, TOAST and indexes)."""
+    """Bytes on disk of the collection's partitions (tables, TOAST and indexes; on every node when
+    the collection is distributed)."""
+    size = "citus_total_relation_size" if scope.distributed else "pg_total_relation_size"
     row = scope.conn.execute(
         scope.sql(
-            "SELECT sum(pg_total_relation_size(p)) FROM unnest(ARRAY["
+            f"SELECT sum({size}(p)) FROM unnest(ARRAY["
             "%s::regclass, %s::regclass, %s::regclass, %s::regclass, %s::regclass]) AS p"
         ),
         [
