@@ -27,6 +27,8 @@ from tests._corpus import planted_corpus
 from tests._state import collection_state
 from tests.conftest import psycopg_url
 
+pytestmark = pytest.mark.distributed_variant
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 HOSTILE_IDS = [
     "O'Brien",

@@ -101,6 +101,11 @@ class Index:
         return self.config.threshold
 
     @property
+    def distributed(self) -> bool:
+        """Whether the collection's tables are Citus tables (docs/distributed.md)."""
+        return self._scope.distributed
+
+    @property
     def store_text(self) -> bool:
         """Whether texts are stored (and pairs verified exactly)."""
         return self.config.store_text
@@ -127,17 +132,19 @@ class Index:
         store_text: bool = True,
         schema: str = DEFAULT_SCHEMA,
         exist_ok: bool = False,
-        distributed: bool = False,
+        distributed: bool | None = None,
         shards: int | None = None,
     ) -> Index:
         """Create a collection (migrating the schema first when it is missing or behind).
 
         Bands and rows are tuned for ``threshold`` unless both are given. With ``exist_ok`` an
-        existing collection with the same parameters is opened; different ones are refused. With
-        ``distributed`` its tables are Citus tables (``shards`` per table; docs/distributed.md).
+        existing collection with the same parameters is opened; different ones are refused.
+        ``distributed=True`` makes its tables Citus tables (``shards`` per table), distributing the
+        schema if it has no collection yet; None follows the schema (a collection in a distributed
+        schema is distributed), False refuses a distributed schema (docs/distributed.md).
         """
         check_collection_name(name)
-        if shards is not None and (not distributed or isinstance(shards, bool) or shards < 1):
+        if shards is not None and (distributed is not True or isinstance(shards, bool) or shards < 1):
             raise ParamsError(f"shards = {shards!r}: give a count of at least 1, and only with distributed")
         config = IndexConfig.new(
             threshold,
@@ -159,7 +166,7 @@ class Index:
         try:
             scope = Scope(conn, schema)
             with translated(f"preparing schema {schema!r} for collection {name!r}"), transaction(conn):
-                citus.prepare(scope, distributed, shards, redacted(url))
+                distributed = citus.prepare(scope, distributed, shards, redacted(url))
             with translated(f"creating collection {name!r}"), transaction(conn):
                 catalog.lock_name(scope, name)
                 row = catalog.get(scope, name)

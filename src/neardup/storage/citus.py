@@ -110,17 +110,21 @@ def distribute(scope: Scope, shards: int | None) -> None:
     _create_distributed(scope.conn, buckets, "bucket", {"colocate_with": "none", **count})
 
 
-def prepare(scope: Scope, distributed: bool, shards: int | None, where: str) -> None:
-    """Make the schema fit a new collection: distributed (distributing it when it has no collection
-    yet) or plain; DistributedError when it cannot be. Takes the schema's migration lock."""
+def prepare(scope: Scope, distributed: bool | None, shards: int | None, where: str) -> bool:
+    """Make the schema fit a new collection and say whether the collection is distributed: True
+    distributes a schema with no collection yet, None follows the schema, False refuses a
+    distributed schema (DistributedError, as when Citus is missing). Takes the schema's migration
+    lock."""
     scope.conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"neardup:{scope.schema}",))
+    if distributed is None:
+        return is_distributed(scope)
     if not distributed:
         if is_distributed(scope):
             raise DistributedError(
                 f"schema {scope.schema!r} is distributed (Citus): its collections are distributed too; "
-                "pass distributed=True (--distributed), or use another schema for plain collections"
+                "leave distributed out (or True), or use another schema for plain collections"
             )
-        return
+        return False
     require(scope.conn, where)
     if not is_distributed(scope):
         distribute(scope, shards)
@@ -129,6 +133,7 @@ def prepare(scope: Scope, distributed: bool, shards: int | None, where: str) -> 
             f"schema {scope.schema!r} is distributed with {have} shards per table, not {shards}: "
             "leave the shard count out, or use another schema"
         )
+    return True
 
 
 def _create_distributed(conn: Connection, table: str, column: str, options: dict[str, Any]) -> None:
