@@ -111,3 +111,27 @@ def test_0002_drops_the_row_foreign_keys_and_its_downgrade_restores_them_over_da
     assert not _foreign_keys(database_url, fresh_schema) & keys
     with Index.open(database_url, "kept", schema=fresh_schema) as index:
         assert sorted(index.pairs()) == before
+
+
+def _has_distributed_column(url: str, schema: str) -> bool:
+    with psycopg.connect(psycopg_url(url)) as conn:
+        row = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.columns "
+            "WHERE table_schema = %s AND table_name = 'collections' AND column_name = 'distributed')",
+            (schema,),
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def test_0004_records_whether_a_collection_is_distributed_and_downgrades(
+    database_url: str, fresh_schema: str
+) -> None:
+    migrate.upgrade(database_url, fresh_schema, "0003")
+    assert not _has_distributed_column(database_url, fresh_schema)
+    migrate.upgrade(database_url, fresh_schema)
+    assert _has_distributed_column(database_url, fresh_schema)
+    with Index.create(database_url, "plain", schema=fresh_schema) as index:
+        assert not index.distributed
+    migrate.downgrade(database_url, fresh_schema, "0003")
+    assert not _has_distributed_column(database_url, fresh_schema)
+    assert migrate.current_revision(database_url, fresh_schema) == "0003"
