@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from hypothesis import settings
+from sqlalchemy.engine import make_url
 
 from neardup.storage.server import throwaway_server
 
@@ -33,11 +34,16 @@ def sqlalchemy_url(url: str) -> str:
     return re.sub(r"^postgres(?:ql)?(?:\+\w+)?://", "postgresql+psycopg://", url)
 
 
+def _server(url: str) -> tuple[object, ...]:
+    parsed = make_url(sqlalchemy_url(url))
+    return parsed.host, parsed.port, parsed.database, tuple(sorted(parsed.query.items()))
+
+
 def psycopg_url(url: str) -> str:
     """The libpq form of a SQLAlchemy URL, for ``psycopg.connect``; on the Citus coordinator with
     repartition joins on, as neardup's own connections have them (the views need them there)."""
     libpq = sqlalchemy_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
-    if CITUS_URL and sqlalchemy_url(url) == sqlalchemy_url(CITUS_URL):
+    if CITUS_URL and _server(url) == _server(CITUS_URL):
         libpq += ("&" if "?" in libpq else "?") + "options=-c%20citus.enable_repartition_joins%3Don"
     return libpq
 
