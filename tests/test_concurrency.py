@@ -9,11 +9,14 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from neardup.core.params import Params
 from tests._corpus import brute_force_pairs, planted_corpus
 from tests._state import collection_state
 from tests.conftest import neardup_argv, psycopg_url
+
+pytestmark = pytest.mark.distributed_variant
 
 # 64 bands of 2 rows: at these similarities LSH misses no pair, so pairs are compared to brute force.
 GENEROUS = ("--bands", "64", "--rows", "2")
