@@ -82,11 +82,40 @@ def test_the_layout_of_a_distributed_schema(citus_url: str, citus_schema: str) -
     assert len({d[2] for d in by_content.values()}) == 1  # one co-location group
     assert dist["buckets"][1] == "bucket"
     assert dist["buckets"][2] != dist["contents"][2]
-    for table in ("contents", "documents", "signatures", "buckets", "pairs"):
+    assert dist["document_keys"][1] == "external_id"
+    for table in ("contents", "documents", "signatures", "buckets", "pairs", "document_keys"):
         assert dist[f"{table}_c{cid}"][1:] == dist[table][1:]  # the partitions follow their parents
     assert shards == (3,)
     # The service's tables stay plain tables on the coordinator.
     assert not {"tokens", "sessions", "labels"} & set(dist)
+
+
+def test_external_ids_stay_unique_in_the_database(citus_url: str, citus_schema: str) -> None:
+    docs = planted_corpus(n_sources=5, copies=2, seed=2)
+    with Index.create(citus_url, "keys", schema=citus_schema, distributed=True, shards=2) as index:
+        index.add(docs)
+        index.remove([docs[0][0]])
+        index.add([(docs[1][0], "a new text for an old id"), ("fresh", "a new id")])
+        index.rebuild(k=4)
+    s = f'"{citus_schema}"'
+    with psycopg.connect(psycopg_url(citus_url)) as conn:
+        (cid,) = conn.execute(
+            f"SELECT collection_id FROM {s}.collections WHERE name = 'keys'"
+        ).fetchone() or (0,)
+        keys = conn.execute(
+            f"SELECT external_id, content_id FROM {s}.document_keys_c{cid} ORDER BY 1"
+        ).fetchall()
+        documents = conn.execute(
+            f"SELECT external_id, content_id FROM {s}.documents_c{cid} ORDER BY 1"
+        ).fetchall()
+        assert keys == documents
+        assert len(keys) == len(docs)  # one removed, one new
+        # A document written behind neardup's back with a stored id is refused by the key.
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(
+                f"INSERT INTO {s}.document_keys (collection_id, external_id, content_id) VALUES (%s, %s, 1)",
+                (cid, docs[2][0]),
+            )
 
 
 def test_a_schema_is_plain_or_distributed(citus_url: str, citus_schema: str, fresh_schema: str) -> None:

@@ -1,4 +1,5 @@
-"""Record whether a collection is distributed (its tables are Citus tables; docs/distributed.md).
+"""Record whether a collection is distributed (its tables are Citus tables; docs/distributed.md),
+and add document_keys, the table that keeps external ids unique in a distributed collection.
 
 The distribution itself is not a migration: it is applied by ``Index.create(distributed=True)`` to
 a schema with no collections yet (``storage/citus.py``), so that one set of migrations serves a
@@ -20,10 +21,24 @@ depends_on: str | None = None
 
 
 def upgrade(schema: str) -> None:
-    """Add collections.distributed (false for every existing collection)."""
-    op.execute(f'ALTER TABLE "{schema}".collections ADD COLUMN distributed boolean NOT NULL DEFAULT false')
+    """Add collections.distributed (false for every existing collection) and document_keys."""
+    s = f'"{schema}"'
+    op.execute(f"ALTER TABLE {s}.collections ADD COLUMN distributed boolean NOT NULL DEFAULT false")
+    # One row per document of a distributed collection, distributed by external id: its primary key
+    # is the unique external id that documents (distributed by content id) cannot enforce there.
+    # Plain collections have no partition of it.
+    op.execute(f"""
+CREATE TABLE {s}.document_keys (
+    collection_id integer NOT NULL,
+    external_id text COLLATE "C" NOT NULL,
+    content_id bigint NOT NULL,
+    CONSTRAINT document_keys_pkey PRIMARY KEY (collection_id, external_id)
+) PARTITION BY LIST (collection_id)""")
 
 
 def downgrade(schema: str) -> None:
-    """Drop collections.distributed (a distributed schema's tables stay Citus tables)."""
-    op.execute(f'ALTER TABLE "{schema}".collections DROP COLUMN distributed')
+    """Drop document_keys and collections.distributed (a distributed schema's other tables stay
+    Citus tables)."""
+    s = f'"{schema}"'
+    op.execute(f"DROP TABLE {s}.document_keys")
+    op.execute(f"ALTER TABLE {s}.collections DROP COLUMN distributed")

@@ -22,6 +22,7 @@ TABLES = {
     "tokens",
     "sessions",
     "labels",
+    "document_keys",
 }
 VIEWS = {"document_list", "pair_list", "cluster_list", "pair_labels"}
 
@@ -128,10 +129,13 @@ def test_0004_records_whether_a_collection_is_distributed_and_downgrades(
 ) -> None:
     migrate.upgrade(database_url, fresh_schema, "0003")
     assert not _has_distributed_column(database_url, fresh_schema)
+    assert "document_keys" not in _objects(database_url, fresh_schema)["tables"]
     migrate.upgrade(database_url, fresh_schema)
     assert _has_distributed_column(database_url, fresh_schema)
+    assert "document_keys" in _objects(database_url, fresh_schema)["tables"]
     with Index.create(database_url, "plain", schema=fresh_schema) as index:
         assert not index.distributed
     migrate.downgrade(database_url, fresh_schema, "0003")
     assert not _has_distributed_column(database_url, fresh_schema)
+    assert "document_keys" not in _objects(database_url, fresh_schema)["tables"]
     assert migrate.current_revision(database_url, fresh_schema) == "0003"

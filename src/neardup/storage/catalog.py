@@ -11,7 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from neardup.errors import InternalError
-from neardup.storage.names import PARTITIONED_TABLES
+from neardup.storage.names import KEY_TABLE, PARTITIONED_TABLES
 from neardup.storage.scope import Scope
 
 
@@ -81,8 +81,8 @@ def insert(
     )
     if row is None:
         raise InternalError(f"inserting collection {name!r} returned no row")
-    here = scope.with_collection(row.collection_id)
-    for table in PARTITIONED_TABLES:
+    here = scope.with_collection(row.collection_id, distributed)
+    for table in PARTITIONED_TABLES if not distributed else (*PARTITIONED_TABLES, KEY_TABLE):
         here.conn.execute(
             here.sql(
                 f"CREATE TABLE {{{table}_p}} PARTITION OF {{s}}.{table} FOR VALUES IN ({row.collection_id})"
@@ -122,5 +122,7 @@ def clear(scope: Scope) -> None:
     """
     for table in ("pairs", "signatures", "documents", "contents"):
         scope.conn.execute(scope.sql(f"DELETE FROM {{{table}_p}}"))
+    if scope.distributed:
+        scope.conn.execute(scope.sql(f"DELETE FROM {{{KEY_TABLE}_p}}"))
     scope.conn.execute(scope.sql("TRUNCATE {buckets_p}"))
     advance(scope, 1, 1)

@@ -9,6 +9,7 @@ itself. docs/distributed.md gives the layout and the reason for each choice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,12 +18,14 @@ from psycopg import sql
 
 from neardup.errors import DistributedError
 from neardup.storage.connect import Connection
+from neardup.storage.names import KEY_TABLE
 from neardup.storage.scope import Scope
 
 # What the parents are distributed by. Contents, signatures, documents and pairs form one
 # co-location group by content id (verification, the views and cluster reads join them shard by
 # shard); buckets are distributed by the bucket key, in a group of their own, so a batch's probe
-# and the all-pairs grouping run on each shard with no data moving between nodes.
+# and the all-pairs grouping run on each shard with no data moving between nodes; document_keys
+# by external id, in a group of its own (``distribute``).
 _LAYOUT = (
     ("contents", "content_id"),
     ("signatures", "content_id"),
@@ -31,9 +34,10 @@ _LAYOUT = (
 )
 
 # Constraints Citus cannot enforce (a unique key must contain the distribution column), and what
-# replaces them: a plain index for the lookups, and a key that does contain it. The uniqueness of
-# content hashes and external ids is kept by neardup's writers, which take turns on a collection
-# (its row lock) and look up a batch's ids and hashes before writing (docs/distributed.md).
+# replaces them: a plain index for the lookups, and a key that does contain it. External ids stay
+# unique through document_keys, distributed by external id; content hashes through neardup's
+# writers, which take turns on a collection (its row lock) and look up a batch's hashes before
+# writing (docs/distributed.md).
 _RESHAPE = (
     "ALTER TABLE {s}.labels DROP CONSTRAINT labels_collection_fkey",
     "ALTER TABLE {s}.contents DROP CONSTRAINT contents_hash_key",
@@ -108,6 +112,8 @@ def distribute(scope: Scope, shards: int | None) -> None:
         _create_distributed(scope.conn, table, column, colocation)
     buckets = scope.sql("{s}.buckets").as_string(scope.conn)
     _create_distributed(scope.conn, buckets, "bucket", {"colocate_with": "none", **count})
+    keys = scope.sql(f"{{s}}.{KEY_TABLE}").as_string(scope.conn)
+    _create_distributed(scope.conn, keys, "external_id", {"colocate_with": "none", **count})
 
 
 def prepare(scope: Scope, distributed: bool | None, shards: int | None, where: str) -> bool:
@@ -142,6 +148,34 @@ def _create_distributed(conn: Connection, table: str, column: str, options: dict
         sql.SQL("SELECT create_distributed_table(%s, %s, {})").format(named),
         (table, column, *options.values()),
     )
+
+
+def insert_keys(scope: Scope, external_ids: Sequence[str], content_ids: npt.NDArray[np.int64]) -> None:
+    """Insert the key rows of new documents (binary COPY); a stored external id fails the batch."""
+    c = scope.collection_id
+    with (
+        scope.conn.cursor() as cur,
+        cur.copy(
+            scope.sql(
+                f"COPY {{{KEY_TABLE}_p}} (collection_id, external_id, content_id) FROM STDIN (FORMAT BINARY)"
+            )
+        ) as copy,
+    ):
+        copy.set_types(["int4", "text", "int8"])
+        for ext, content_id in zip(external_ids, content_ids.tolist(), strict=True):
+            copy.write_row((c, ext, content_id))
+
+
+def delete_keys(scope: Scope, external_ids: Sequence[str]) -> None:
+    """Delete the key rows of removed documents."""
+    if external_ids:
+        scope.conn.execute(
+            scope.sql(
+                f"DELETE FROM {{{KEY_TABLE}_p}} WHERE collection_id = %s "
+                'AND external_id IN (SELECT u COLLATE "C" FROM unnest(%s::text[]) AS u)'
+            ),
+            (scope.collection_id, list(external_ids)),
+        )
 
 
 def lookup(scope: Scope, keys: npt.NDArray[np.int64], with_text: bool) -> list[tuple[Any, ...]]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from neardup.storage import catalog
 from neardup.storage.connect import transaction, translated
-from neardup.storage.names import PARTITIONED_TABLES
+from neardup.storage.names import KEY_TABLE, PARTITIONED_TABLES
 from neardup.storage.scope import Scope
 
 
@@ -197,7 +197,7 @@ def drop_collection(scope: Scope, name: str) -> bool:
         here = scope.with_collection(row.collection_id)
         # Its labels go first: in a distributed schema no foreign key deletes them with the row.
         here.conn.execute(here.sql("DELETE FROM {s}.labels WHERE collection_id = %s"), (row.collection_id,))
-        for table in PARTITIONED_TABLES:
+        for table in (*PARTITIONED_TABLES, KEY_TABLE):
             here.conn.execute(here.sql(f"DROP TABLE IF EXISTS {{{table}_p}}"))
         here.conn.execute(
             here.sql("DELETE FROM {s}.collections WHERE collection_id = %s"), (row.collection_id,)

@@ -10,13 +10,19 @@ from functools import lru_cache
 from psycopg import sql
 
 from neardup.storage.connect import Connection
-from neardup.storage.names import PARTITIONED_TABLES, bucket_index_name, check_schema_name, partition_name
+from neardup.storage.names import (
+    KEY_TABLE,
+    PARTITIONED_TABLES,
+    bucket_index_name,
+    check_schema_name,
+    partition_name,
+)
 
 
 @lru_cache(maxsize=512)
 def _compose(template: str, schema: str, collection_id: int) -> sql.Composed:
     names: dict[str, sql.Composable] = {"s": sql.Identifier(schema)}
-    for table in PARTITIONED_TABLES:
+    for table in (*PARTITIONED_TABLES, KEY_TABLE):
         # {documents_p} etc. name the collection's own partition: no pruning work per statement.
         names[f"{table}_p"] = sql.Identifier(schema, partition_name(table, collection_id))
     names["bucket_index"] = sql.Identifier(bucket_index_name(collection_id))
