@@ -172,3 +172,23 @@ def test_distributed_gives_the_pairs_and_clusters_of_one_server(
             assert list(spread.pairs()) == list(single.pairs())
             assert list(spread.clusters()) == list(single.clusters())
             assert spread.evaluate(sample=20, seed=1).recall == single.evaluate(sample=20, seed=1).recall
+
+
+def test_writers_of_two_distributed_collections_do_not_take_turns(citus_url: str, citus_schema: str) -> None:
+    from neardup.storage import catalog
+    from neardup.storage.scope import Scope
+
+    for name in ("one", "two"):
+        Index.create(citus_url, name, schema=citus_schema, distributed=True, shards=2).close()
+    with connect(citus_url) as first, connect(citus_url) as second, first.transaction():
+        one = catalog.get(Scope(first, citus_schema), "one")
+        assert one is not None
+        catalog.get(Scope(first, citus_schema, one.collection_id, True), "one", lock=True)
+        with second.transaction():
+            second.execute("SET LOCAL lock_timeout = '2s'")
+            two = catalog.get(Scope(second, citus_schema), "two")
+            assert two is not None
+            assert catalog.get(Scope(second, citus_schema, two.collection_id, True), "two", lock=True)
+        second.execute("SET lock_timeout = '200ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):  # a writer of the same one waits
+            catalog.get(Scope(second, citus_schema, one.collection_id, True), "one", lock=True)

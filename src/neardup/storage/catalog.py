@@ -47,8 +47,18 @@ def _row(values: tuple[Any, ...] | None) -> CollectionRow | None:
 
 def get(scope: Scope, name: str, *, lock: bool = False) -> CollectionRow | None:
     """The collection called ``name``, or None; ``lock`` holds its row until the transaction ends,
-    which is how writers to one collection take turns."""
-    query = f"SELECT {_COLUMNS} FROM {{s}}.collections WHERE name = %s" + (" FOR UPDATE" if lock else "")
+    which is how writers to one collection take turns.
+
+    On a distributed collection (``scope.distributed``) the lock is an advisory lock on the
+    collection's name instead: Citus locks the whole reference table for ``FOR UPDATE`` on one of
+    its rows, which would make writers to different collections take turns too.
+    """
+    if lock and scope.distributed:
+        scope.conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"neardup:{scope.schema}:writer:{name}",)
+        )
+    row_lock = " FOR UPDATE" if lock and not scope.distributed else ""
+    query = f"SELECT {_COLUMNS} FROM {{s}}.collections WHERE name = %s{row_lock}"
     return _row(scope.conn.execute(scope.sql(query), (name,)).fetchone())
 
 

@@ -191,10 +191,14 @@ def drop_collection(scope: Scope, name: str) -> bool:
     not exist. Writers of the collection finish first (its row lock)."""
     with translated(f"dropping collection {name!r}"), transaction(scope.conn):
         catalog.lock_name(scope, name)
-        row = catalog.get(scope, name, lock=True)
+        found = catalog.get(scope, name)
+        if found is None:
+            return False
+        # Lock it as its writers do (a distributed collection's lock is not its row's).
+        row = catalog.get(scope.with_collection(found.collection_id, found.distributed), name, lock=True)
         if row is None:
             return False
-        here = scope.with_collection(row.collection_id)
+        here = scope.with_collection(row.collection_id, row.distributed)
         # Its labels go first: in a distributed schema no foreign key deletes them with the row.
         here.conn.execute(here.sql("DELETE FROM {s}.labels WHERE collection_id = %s"), (row.collection_id,))
         for table in (*PARTITIONED_TABLES, KEY_TABLE):
