@@ -49,24 +49,22 @@ def collection_state(database_url: str, schema: str, collection: str) -> State:
             [cid],
         ).fetchall()
         counts = conn.execute(
-            f"""SELECT (SELECT count(*) FROM {s}.contents WHERE collection_id = %(c)s),
+            # Uncorrelated subqueries, so that Citus runs them too: the tables live on other shards.
+            f"""WITH t AS (SELECT content_id FROM {s}.contents WHERE collection_id = %(c)s),
+                     d AS (SELECT content_id FROM {s}.documents WHERE collection_id = %(c)s)
+                SELECT (SELECT count(*) FROM {s}.contents WHERE collection_id = %(c)s),
                        (SELECT count(*) FROM {s}.buckets WHERE collection_id = %(c)s),
-                       (SELECT count(*) FROM {s}.contents t WHERE collection_id = %(c)s AND NOT EXISTS
-                            (SELECT 1 FROM {s}.documents d WHERE d.collection_id = t.collection_id
-                             AND d.content_id = t.content_id))
-                     + (SELECT count(*) FROM {s}.buckets b WHERE collection_id = %(c)s AND NOT EXISTS
-                            (SELECT 1 FROM {s}.contents t WHERE t.collection_id = b.collection_id
-                             AND t.content_id = b.content_id))
-                     + (SELECT count(*) FROM {s}.signatures g WHERE collection_id = %(c)s AND NOT EXISTS
-                            (SELECT 1 FROM {s}.contents t WHERE t.collection_id = g.collection_id
-                             AND t.content_id = g.content_id))
-                     + (SELECT count(*) FROM {s}.documents d WHERE collection_id = %(c)s AND NOT EXISTS
-                            (SELECT 1 FROM {s}.contents t WHERE t.collection_id = d.collection_id
-                             AND t.content_id = d.content_id))
-                     + (SELECT count(*) FROM {s}.pairs p WHERE collection_id = %(c)s AND NOT EXISTS
-                            (SELECT 1 FROM {s}.contents t WHERE t.collection_id = p.collection_id
-                             AND t.content_id IN (p.content_a, p.content_b)
-                             HAVING count(*) = 2))""",
+                       (SELECT count(*) FROM {s}.contents WHERE collection_id = %(c)s
+                            AND content_id NOT IN (SELECT content_id FROM d))
+                     + (SELECT count(*) FROM {s}.buckets WHERE collection_id = %(c)s
+                            AND content_id NOT IN (SELECT content_id FROM t))
+                     + (SELECT count(*) FROM {s}.signatures WHERE collection_id = %(c)s
+                            AND content_id NOT IN (SELECT content_id FROM t))
+                     + (SELECT count(*) FROM {s}.documents WHERE collection_id = %(c)s
+                            AND content_id NOT IN (SELECT content_id FROM t))
+                     + (SELECT count(*) FROM {s}.pairs WHERE collection_id = %(c)s
+                            AND (content_a NOT IN (SELECT content_id FROM t)
+                                 OR content_b NOT IN (SELECT content_id FROM t)))""",
             {"c": cid},
         ).fetchone()
     assert counts is not None

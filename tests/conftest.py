@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from hypothesis import settings
+from sqlalchemy.engine import make_url
 
 from neardup.storage.server import throwaway_server
 
@@ -33,9 +34,18 @@ def sqlalchemy_url(url: str) -> str:
     return re.sub(r"^postgres(?:ql)?(?:\+\w+)?://", "postgresql+psycopg://", url)
 
 
+def _server(url: str) -> tuple[object, ...]:
+    parsed = make_url(sqlalchemy_url(url))
+    return parsed.host, parsed.port, parsed.database, tuple(sorted(parsed.query.items()))
+
+
 def psycopg_url(url: str) -> str:
-    """The libpq form of a SQLAlchemy URL, for ``psycopg.connect``."""
-    return sqlalchemy_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
+    """The libpq form of a SQLAlchemy URL, for ``psycopg.connect``; on the Citus coordinator with
+    repartition joins on, as neardup's own connections have them (the views need them there)."""
+    libpq = sqlalchemy_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
+    if CITUS_URL and _server(url) == _server(CITUS_URL):
+        libpq += ("&" if "?" in libpq else "?") + "options=-c%20citus.enable_repartition_joins%3Don"
+    return libpq
 
 
 def _docker_answers() -> bool:
@@ -59,11 +69,61 @@ def _docker_answers() -> bool:
     return answered
 
 
+# A Citus coordinator (with workers) for the distributed variants of the database tests.
+CITUS_URL = os.environ.get("NEARDUP_TEST_CITUS_URL")
+CITUS_HOWTO = (
+    "set NEARDUP_TEST_CITUS_URL to a Citus coordinator with workers to run the distributed tests "
+    "(docs/distributed.md, 'Running the Citus tests')"
+)
+# Shards per table in the test schemas: few, so that each collection's partitions are quick to make.
+CITUS_TEST_SHARDS = 4
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each database test of a module marked ``distributed_variant`` twice when
+    NEARDUP_TEST_CITUS_URL is set: on one server, and on a distributed collection."""
+    if (
+        CITUS_URL
+        and "deployment" in metafunc.fixturenames
+        and metafunc.definition.get_closest_marker("distributed_variant")
+    ):
+        metafunc.parametrize("deployment", ["single", "citus"], indirect=True, scope="session")
+
+
 @pytest.fixture(scope="session")
-def database_url() -> Iterator[str]:
+def deployment(request: pytest.FixtureRequest) -> str:
+    """``single`` (one PostgreSQL server), or ``citus`` in the distributed variants."""
+    return str(getattr(request, "param", "single"))
+
+
+@pytest.fixture(scope="session")
+def citus_url() -> str:
+    """The Citus coordinator's URL from NEARDUP_TEST_CITUS_URL; the test is skipped without it."""
+    if not CITUS_URL:
+        pytest.skip(CITUS_HOWTO)
+    return sqlalchemy_url(CITUS_URL)
+
+
+def distributed_schema(citus_url: str, name: str) -> Iterator[str]:
+    """Schema ``name`` on the coordinator, migrated and distributed, while the caller iterates."""
+    from neardup.storage import citus
+    from neardup.storage.connect import connect
+    from neardup.storage.scope import Scope
+
+    for migrated in migrated_schema(citus_url, name):
+        with connect(citus_url) as conn, conn.transaction():
+            citus.prepare(Scope(conn, migrated), True, CITUS_TEST_SHARDS, "the test coordinator")
+        yield migrated
+
+
+@pytest.fixture(scope="session")
+def database_url(deployment: str) -> Iterator[str]:
     """A PostgreSQL URL (``postgresql+psycopg://``) for the session: $NEARDUP_TEST_DATABASE_URL if set,
-    else a testcontainers postgres:16 when Docker answers, else a throwaway local server."""
-    if url := os.environ.get("NEARDUP_TEST_DATABASE_URL"):
+    else a testcontainers postgres:16 when Docker answers, else a throwaway local server; the
+    Citus coordinator of $NEARDUP_TEST_CITUS_URL in the distributed variants."""
+    if deployment == "citus" and CITUS_URL:
+        yield from _described("NEARDUP_TEST_CITUS_URL", sqlalchemy_url(CITUS_URL))
+    elif url := os.environ.get("NEARDUP_TEST_DATABASE_URL"):
         yield from _described("NEARDUP_TEST_DATABASE_URL", sqlalchemy_url(url))
     elif _docker_answers():
         with warnings.catch_warnings():  # testcontainers.postgres warns that it moved to .community
@@ -107,9 +167,13 @@ def migrated_schema(database_url: str, name: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def schema(database_url: str) -> Iterator[str]:
-    """A freshly migrated neardup schema for this session, dropped afterwards."""
-    yield from migrated_schema(database_url, f"nd_test_{os.getpid()}")
+def schema(database_url: str, deployment: str) -> Iterator[str]:
+    """A freshly migrated neardup schema for this session, dropped afterwards (distributed, with
+    every collection in it, in the distributed variants)."""
+    if deployment == "citus":
+        yield from distributed_schema(database_url, f"nd_citus_{os.getpid()}")
+    else:
+        yield from migrated_schema(database_url, f"nd_test_{os.getpid()}")
 
 
 @pytest.fixture
@@ -118,7 +182,9 @@ def make_index(database_url: str, schema: str, request: pytest.FixtureRequest) -
     from neardup.index import Index
 
     opened: list[Index] = []
-    base = re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.name)[:80]
+    name = request.node.name
+    unique = hashlib.blake2b(name.encode(), digest_size=4).hexdigest()
+    base = f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)[:80]}-{unique}"
 
     def make(**kwargs: Any) -> Index:
         kwargs.setdefault("name", f"{base}.{len(opened)}")

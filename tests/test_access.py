@@ -27,6 +27,8 @@ from tests._corpus import planted_corpus
 from tests._state import collection_state
 from tests.conftest import psycopg_url
 
+pytestmark = pytest.mark.distributed_variant
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 HOSTILE_IDS = [
     "O'Brien",
@@ -71,7 +73,7 @@ def _reader_statements(schema: str, role: str) -> list[str]:
 
 
 @pytest.fixture
-def reader(database_url: str, fresh_schema: str) -> Iterator[str]:
+def reader(database_url: str, fresh_schema: str, deployment: str) -> Iterator[str]:
     """A login role made with the README's reader statements; its URL. Dropped afterwards."""
     role = f"nd_reader_{os.getpid()}"
     with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
@@ -80,7 +82,8 @@ def reader(database_url: str, fresh_schema: str) -> Iterator[str]:
         ).fetchone()[0]:  # type: ignore[index]
             pytest.skip("the test database's user may not create roles")
         conn.execute(f'DROP ROLE IF EXISTS "{role}"')
-        Index.create(database_url, "news", schema=fresh_schema).close()  # the schema must exist
+        # The schema must exist (distributed in the Citus variant).
+        Index.create(database_url, "news", schema=fresh_schema, distributed=deployment == "citus").close()
         for statement in _reader_statements(fresh_schema, role):
             conn.execute(statement)
     yield (

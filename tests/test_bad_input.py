@@ -16,6 +16,8 @@ import pytest
 from tests._state import collection_state
 from tests.conftest import Run
 
+pytestmark = pytest.mark.distributed_variant
+
 GOOD = [{"id": f"ok-{i}", "text": f"a perfectly ordinary document, number {i} of several"} for i in range(4)]
 LATER = {"id": "after", "text": "a good record after the bad one, in the same batch"}
 # A 50 MB document: five times the default --max-text-length of 10 M characters.

@@ -15,6 +15,8 @@ from neardup.index import CheckResult, Index
 from tests._corpus import planted_corpus
 from tests._state import collection_state
 
+pytestmark = pytest.mark.distributed_variant
+
 MakeIndex = Callable[..., Index]
 # Every pair at or above 0.5 is a candidate with probability > 0.99999 (64 bands of 2 rows).
 EXHAUSTIVE: dict[str, Any] = {"threshold": 0.5, "bands": 64, "rows": 2}

@@ -18,6 +18,8 @@ from neardup.storage import migrate
 from tests._corpus import brute_force_pairs, components, planted_corpus
 from tests.conftest import Run, neardup_argv
 
+pytestmark = pytest.mark.distributed_variant
+
 
 def _jsonl(path: Path, docs: list[tuple[str, str]]) -> Path:
     path.write_text("".join(json.dumps({"id": i, "text": t, "n": k}) + "\n" for k, (i, t) in enumerate(docs)))

@@ -9,11 +9,14 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from neardup.core.params import Params
 from tests._corpus import brute_force_pairs, planted_corpus
 from tests._state import collection_state
 from tests.conftest import neardup_argv, psycopg_url
+
+pytestmark = pytest.mark.distributed_variant
 
 # 64 bands of 2 rows: at these similarities LSH misses no pair, so pairs are compared to brute force.
 GENEROUS = ("--bands", "64", "--rows", "2")
@@ -98,8 +101,15 @@ def _quote(arg: str) -> str:
 
 
 def test_a_reader_during_ingest_sees_only_whole_committed_batches(
-    database_url: str, schema: str, tmp_path: Path
+    database_url: str, schema: str, tmp_path: Path, deployment: str, request: pytest.FixtureRequest
 ) -> None:
+    if deployment == "citus":
+        # Citus commits a batch on every node (two-phase commit) but has no distributed snapshot: a
+        # read across workers may see it committed on one and not yet on another
+        # (docs/distributed.md). Not strict: whether a read lands in that window is timing.
+        request.applymarker(
+            pytest.mark.xfail(reason="Citus reads across workers are not one snapshot", strict=False)
+        )
     docs = planted_corpus(n_sources=60, copies=3, seed=11)
     batch = 6
     source = _write(tmp_path / "docs.jsonl", docs)

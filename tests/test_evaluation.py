@@ -20,6 +20,8 @@ from neardup.plot import plot_evaluation
 from tests._corpus import brute_force_pairs, planted_corpus
 from tests.conftest import psycopg_url
 
+pytestmark = pytest.mark.distributed_variant
+
 MakeIndex = Callable[..., Index]
 Pairs = dict[tuple[str, str], float]
 # 64 x 2 at num_perm 128: every pair above 0.25 is a candidate but with probability < 1e-7.

@@ -19,6 +19,8 @@ from tests._corpus import planted_corpus
 from tests._state import State, collection_state
 from tests.conftest import neardup_argv, psycopg_url
 
+pytestmark = pytest.mark.distributed_variant
+
 BATCH = 20
 
 

@@ -26,6 +26,8 @@ from neardup.index import Index
 from tests._corpus import WORDS, brute_force_pairs, components
 from tests.conftest import migrated_schema
 
+pytestmark = pytest.mark.distributed_variant
+
 # Threshold 0.5 with 64 bands of 2 rows: every pair at or above 0.5 is a candidate with
 # probability >= 1 - (1 - 0.25)^64 > 0.99999, so the stored pairs must equal brute force.
 EXHAUSTIVE: dict[str, Any] = {"threshold": 0.5, "bands": 64, "rows": 2}

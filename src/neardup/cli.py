@@ -179,10 +179,14 @@ def cmd_init(args: argparse.Namespace) -> int:
                 store_text=not args.no_store_text,
                 schema=args.schema,
                 exist_ok=args.exist_ok,
+                distributed=True if args.distributed else None,
+                shards=args.shards,
                 **kwargs,
             )
         )
-        print(f"collection {index.name!r} ready: {index.params.banding(index.threshold)}", file=sys.stderr)
+        where = " (distributed on Citus)" if index.distributed else ""
+        banding = index.params.banding(index.threshold)
+        print(f"collection {index.name!r} ready{where}: {banding}", file=sys.stderr)
         _emit_params(args.format, index)
     return 0
 
@@ -886,6 +890,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-store-text", action="store_true", help="keep signatures only, not the texts")
     p.add_argument(
         "--exist-ok", action="store_true", help="reuse an existing collection with these parameters"
+    )
+    p.add_argument(
+        "--distributed",
+        action="store_true",
+        help="make it a distributed collection: the database must have the citus extension "
+        "(docs/distributed.md)",
+    )
+    p.add_argument(
+        "--shards",
+        type=POSITIVE,
+        default=None,
+        help="with --distributed: shards per table, for a schema's first distributed collection "
+        "(default: Citus's citus.shard_count)",
     )
     p.set_defaults(func=cmd_init)
 

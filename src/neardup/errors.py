@@ -39,6 +39,10 @@ class SchemaError(DatabaseError):
     """The neardup schema is missing, behind or ahead of this version of neardup."""
 
 
+class DistributedError(NeardupError, RuntimeError):
+    """A distributed (Citus) collection cannot be made or used here; the message says what is missing."""
+
+
 class CollectionNotFoundError(NeardupError, LookupError):
     """No collection of that name exists."""
 

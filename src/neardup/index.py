@@ -32,8 +32,8 @@ from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.measure import evaluate
 from neardup.records import Record, to_document
 from neardup.search import CheckResult, check_all, fraction, similar
-from neardup.storage import catalog, listings, migrate, statistics
-from neardup.storage.connect import Connection, connect, transaction, translated
+from neardup.storage import catalog, citus, listings, migrate, statistics
+from neardup.storage.connect import Connection, connect, redacted, transaction, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
 from neardup.storage.scope import Scope
 
@@ -73,7 +73,7 @@ class Index:
     def __init__(self, conn: Connection, scope: Scope, row: catalog.CollectionRow, url: str) -> None:
         """Use ``Index.create`` or ``Index.open``."""
         self._conn, self._url = conn, url
-        self._scope = scope.with_collection(row.collection_id)
+        self._scope = scope.with_collection(row.collection_id, row.distributed)
         self.name = row.name
         self.schema = scope.schema
         config = IndexConfig(row.threshold, Params.from_dict(row.params), row.store_text)
@@ -103,6 +103,11 @@ class Index:
         return self.config.threshold
 
     @property
+    def distributed(self) -> bool:
+        """Whether the collection's tables are Citus tables (docs/distributed.md)."""
+        return self._scope.distributed
+
+    @property
     def store_text(self) -> bool:
         """Whether texts are stored (and pairs verified exactly)."""
         return self.config.store_text
@@ -129,13 +134,20 @@ class Index:
         store_text: bool = True,
         schema: str = DEFAULT_SCHEMA,
         exist_ok: bool = False,
+        distributed: bool | None = None,
+        shards: int | None = None,
     ) -> Index:
         """Create a collection (migrating the schema first when it is missing or behind).
 
         Bands and rows are tuned for ``threshold`` unless both are given. With ``exist_ok`` an
         existing collection with the same parameters is opened; different ones are refused.
+        ``distributed=True`` makes its tables Citus tables (``shards`` per table), distributing the
+        schema if it has no collection yet; None follows the schema (a collection in a distributed
+        schema is distributed), False refuses a distributed schema (docs/distributed.md).
         """
         check_collection_name(name)
+        if shards is not None and (distributed is not True or isinstance(shards, bool) or shards < 1):
+            raise ParamsError(f"shards = {shards!r}: give a count of at least 1, and only with distributed")
         config = IndexConfig.new(
             threshold,
             bands=bands,
@@ -155,6 +167,8 @@ class Index:
         conn = connect(url)
         try:
             scope = Scope(conn, schema)
+            with translated(f"preparing schema {schema!r} for collection {name!r}"), transaction(conn):
+                distributed = citus.prepare(scope, distributed, shards, redacted(url))
             with translated(f"creating collection {name!r}"), transaction(conn):
                 catalog.lock_name(scope, name)
                 row = catalog.get(scope, name)
@@ -166,6 +180,7 @@ class Index:
                         config.threshold,
                         config.store_text,
                         unicodedata.unidata_version,
+                        distributed,
                     )
                 elif not exist_ok:
                     raise CollectionExistsError(

@@ -18,6 +18,8 @@ from tests._corpus import planted_corpus
 from tests.conftest import Run
 from tests.service.conftest import Service, start_service
 
+pytestmark = pytest.mark.distributed_variant
+
 PROBLEM = "application/problem+json"
 
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.service.conftest import Service
+
+pytestmark = pytest.mark.distributed_variant
 
 TEXT = "Storms cut power to 40,000 homes across the northern valley on Tuesday night, officials said."
 

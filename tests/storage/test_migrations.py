@@ -22,6 +22,7 @@ TABLES = {
     "tokens",
     "sessions",
     "labels",
+    "document_keys",
 }
 VIEWS = {"document_list", "pair_list", "cluster_list", "pair_labels"}
 
@@ -111,3 +112,54 @@ def test_0002_drops_the_row_foreign_keys_and_its_downgrade_restores_them_over_da
     assert not _foreign_keys(database_url, fresh_schema) & keys
     with Index.open(database_url, "kept", schema=fresh_schema) as index:
         assert sorted(index.pairs()) == before
+
+
+def _has_distributed_column(url: str, schema: str) -> bool:
+    with psycopg.connect(psycopg_url(url)) as conn:
+        row = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM information_schema.columns "
+            "WHERE table_schema = %s AND table_name = 'collections' AND column_name = 'distributed')",
+            (schema,),
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def test_0004_records_whether_a_collection_is_distributed_and_downgrades(
+    database_url: str, fresh_schema: str
+) -> None:
+    migrate.upgrade(database_url, fresh_schema, "0003")
+    assert not _has_distributed_column(database_url, fresh_schema)
+    assert "document_keys" not in _objects(database_url, fresh_schema)["tables"]
+    migrate.upgrade(database_url, fresh_schema)
+    assert _has_distributed_column(database_url, fresh_schema)
+    assert "document_keys" in _objects(database_url, fresh_schema)["tables"]
+    with Index.create(database_url, "plain", schema=fresh_schema) as index:
+        assert not index.distributed
+    migrate.downgrade(database_url, fresh_schema, "0003")
+    assert not _has_distributed_column(database_url, fresh_schema)
+    assert "document_keys" not in _objects(database_url, fresh_schema)["tables"]
+    assert migrate.current_revision(database_url, fresh_schema) == "0003"
+
+
+def test_0005_counts_writes_from_zero_and_downgrades(database_url: str, fresh_schema: str) -> None:
+    migrate.upgrade(database_url, fresh_schema, "0004")
+    with Index.create(database_url, "before", schema=fresh_schema) as index:
+        pass
+    migrate.upgrade(database_url, fresh_schema)
+    with Index.open(database_url, "before", schema=fresh_schema) as index:
+        index.add([("a", "some text to store"), ("b", "other words entirely")])
+        index.remove(["b"])
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        row = conn.execute(
+            f'SELECT writes FROM "{fresh_schema}".collections WHERE name = %s', ("before",)
+        ).fetchone()
+    assert row == (2,)  # one add (one batch) and one removal, counted from 0
+    migrate.downgrade(database_url, fresh_schema, "0004")
+    assert migrate.current_revision(database_url, fresh_schema) == "0004"
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        columns = conn.execute(
+            "SELECT column_name FROM information_schema.columns "
+            "WHERE table_schema = %s AND table_name = 'collections'",
+            (fresh_schema,),
+        ).fetchall()
+    assert ("writes",) not in columns

@@ -102,7 +102,7 @@ def _collection(scope: Scope, name: str) -> tuple[Scope, float, str]:
     row = pages.collection(scope, check_collection_name(name))
     if row is None:
         raise CollectionNotFoundError(f"no collection named {name!r}")
-    return scope.with_collection(row.collection_id), row.threshold, row.name
+    return scope.with_collection(row.collection_id, row.distributed), row.threshold, row.name
 
 
 # -- login ----------------------------------------------------------------------------------------

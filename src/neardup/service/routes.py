@@ -128,7 +128,7 @@ def _collection_scope(scope: Scope, name: str) -> Scope:
     row = pages.collection(scope, check_collection_name(name))
     if row is None:
         raise CollectionNotFoundError(f"no collection named {name!r}")
-    return scope.with_collection(row.collection_id)
+    return scope.with_collection(row.collection_id, row.distributed)
 
 
 def _threshold_floor(scope: Scope, name: str, min_jaccard: float | None) -> tuple[Scope, float]:
@@ -136,7 +136,7 @@ def _threshold_floor(scope: Scope, name: str, min_jaccard: float | None) -> tupl
     if row is None:
         raise CollectionNotFoundError(f"no collection named {name!r}")
     floor = row.threshold if min_jaccard is None else min_jaccard
-    return scope.with_collection(row.collection_id), floor
+    return scope.with_collection(row.collection_id, row.distributed), floor
 
 
 # -- health and collections -----------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from neardup.storage import citus
 from neardup.storage.binary import copy_stream
 from neardup.storage.scope import Scope, index_probes
 
@@ -136,6 +137,8 @@ def truncate(scope: Scope) -> None:
 
 def lookup(scope: Scope, keys: npt.NDArray[np.int64], with_text: bool) -> list[tuple[Any, ...]]:
     """Contents sharing a bucket with the keys (one per band): (content, signature, text, ids)."""
+    if scope.distributed:
+        return citus.lookup(scope, keys, with_text)
     text = (
         "(SELECT d.text FROM {documents_p} d WHERE d.collection_id = %(c)s AND d.content_id = c.content_id "
         "ORDER BY d.doc_id LIMIT 1)"

@@ -11,7 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from neardup.errors import InternalError
-from neardup.storage.names import PARTITIONED_TABLES
+from neardup.storage.names import KEY_TABLE, PARTITIONED_TABLES
 from neardup.storage.scope import Scope
 
 
@@ -29,13 +29,14 @@ class CollectionRow:
     next_doc_id: int
     created_at: datetime
     updated_at: datetime
+    distributed: bool
     writes: int
     """Transactions that changed the collection so far (see ``advance`` and ``touch``)."""
 
 
 _COLUMNS = (
     "collection_id, name, params, threshold, store_text, unicode_version, "
-    "next_content_id, next_doc_id, created_at, updated_at, writes"
+    "next_content_id, next_doc_id, created_at, updated_at, distributed, writes"
 )
 
 
@@ -48,8 +49,18 @@ def _row(values: tuple[Any, ...] | None) -> CollectionRow | None:
 
 def get(scope: Scope, name: str, *, lock: bool = False) -> CollectionRow | None:
     """The collection called ``name``, or None; ``lock`` holds its row until the transaction ends,
-    which is how writers to one collection take turns."""
-    query = f"SELECT {_COLUMNS} FROM {{s}}.collections WHERE name = %s" + (" FOR UPDATE" if lock else "")
+    which is how writers to one collection take turns.
+
+    On a distributed collection (``scope.distributed``) the lock is an advisory lock on the
+    collection's name instead: Citus locks the whole reference table for ``FOR UPDATE`` on one of
+    its rows, which would make writers to different collections take turns too.
+    """
+    if lock and scope.distributed:
+        scope.conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"neardup:{scope.schema}:writer:{name}",)
+        )
+    row_lock = " FOR UPDATE" if lock and not scope.distributed else ""
+    query = f"SELECT {_COLUMNS} FROM {{s}}.collections WHERE name = %s{row_lock}"
     return _row(scope.conn.execute(scope.sql(query), (name,)).fetchone())
 
 
@@ -60,22 +71,30 @@ def lock_name(scope: Scope, name: str) -> None:
 
 
 def insert(
-    scope: Scope, name: str, params: dict[str, Any], threshold: float, store_text: bool, unicode_version: str
+    scope: Scope,
+    name: str,
+    params: dict[str, Any],
+    threshold: float,
+    store_text: bool,
+    unicode_version: str,
+    distributed: bool = False,
 ) -> CollectionRow:
-    """Insert a collection row and create its partitions (no rows, no bucket index yet)."""
+    """Insert a collection row and create its partitions (no rows, no bucket index yet); in a
+    distributed schema the partitions are Citus tables, as their parents are."""
     row = _row(
         scope.conn.execute(
             scope.sql(
-                "INSERT INTO {s}.collections (name, params, threshold, store_text, unicode_version) "
-                f"VALUES (%s, %s, %s, %s, %s) RETURNING {_COLUMNS}"
+                "INSERT INTO {s}.collections "
+                "(name, params, threshold, store_text, unicode_version, distributed) "
+                f"VALUES (%s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}"
             ),
-            (name, Jsonb(params), threshold, store_text, unicode_version),
+            (name, Jsonb(params), threshold, store_text, unicode_version, distributed),
         ).fetchone()
     )
     if row is None:
         raise InternalError(f"inserting collection {name!r} returned no row")
-    here = scope.with_collection(row.collection_id)
-    for table in PARTITIONED_TABLES:
+    here = scope.with_collection(row.collection_id, distributed)
+    for table in PARTITIONED_TABLES if not distributed else (*PARTITIONED_TABLES, KEY_TABLE):
         here.conn.execute(
             here.sql(
                 f"CREATE TABLE {{{table}_p}} PARTITION OF {{s}}.{table} FOR VALUES IN ({row.collection_id})"
@@ -129,5 +148,7 @@ def clear(scope: Scope) -> None:
     """
     for table in ("pairs", "signatures", "documents", "contents"):
         scope.conn.execute(scope.sql(f"DELETE FROM {{{table}_p}}"))
+    if scope.distributed:
+        scope.conn.execute(scope.sql(f"DELETE FROM {{{KEY_TABLE}_p}}"))
     scope.conn.execute(scope.sql("TRUNCATE {buckets_p}"))
     advance(scope, 1, 1)

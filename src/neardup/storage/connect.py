@@ -61,7 +61,12 @@ def connect(url: str) -> Connection:
         with translated(f"configuring the connection to {redacted(url)}"):
             # A killed client's backend otherwise runs its statement to the end before it notices,
             # holding the collection's lock; with this it aborts within seconds (PostgreSQL 14+).
-            conn.execute("SET client_connection_check_interval = '2s'")
+            # On a Citus coordinator (PostgreSQL 16+), the views' joins of documents by a content
+            # other than their own (pair_list's second document) need repartition joins
+            # (docs/distributed.md); elsewhere the second setting is a placeholder nothing reads.
+            conn.execute(
+                "SET client_connection_check_interval = '2s'; SET citus.enable_repartition_joins = on"
+            )
     return conn
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 from psycopg.types.json import Jsonb
 
+from neardup.storage import citus
 from neardup.storage.scope import Scope, index_probes
 
 
@@ -88,6 +89,8 @@ def insert(
                     None if meta is None else Jsonb(meta),
                 )
             )
+    if scope.distributed:
+        citus.insert_keys(scope, external_ids, content_ids)
 
 
 def delete(scope: Scope, doc_ids: Sequence[int]) -> list[int]:
@@ -96,10 +99,12 @@ def delete(scope: Scope, doc_ids: Sequence[int]) -> list[int]:
         scope.sql(
             "DELETE FROM {documents_p} "
             "WHERE collection_id = %s AND doc_id IN (SELECT unnest(%s::int8[])) "
-            "RETURNING content_id"
+            "RETURNING content_id, external_id"
         ),
         (scope.collection_id, list(doc_ids)),
     ).fetchall()
+    if scope.distributed:
+        citus.delete_keys(scope, [r[1] for r in rows])
     return [r[0] for r in rows]
 
 
@@ -114,6 +119,8 @@ def delete_by_external_id(scope: Scope, external_ids: Sequence[str]) -> tuple[li
         ),
         (scope.collection_id, list(external_ids)),
     ).fetchall()
+    if scope.distributed:
+        citus.delete_keys(scope, [r[0] for r in rows])
     return [r[0] for r in rows], [r[1] for r in rows]
 
 

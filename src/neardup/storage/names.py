@@ -12,6 +12,8 @@ DEFAULT_SCHEMA = "neardup"
 VERSION_TABLE = "alembic_version"
 # Tables split per collection (LIST partitions named <table>_c<collection id>).
 PARTITIONED_TABLES = ("contents", "documents", "signatures", "buckets", "pairs")
+# Partitioned too, with partitions for distributed collections only (storage/citus.py).
+KEY_TABLE = "document_keys"
 
 # Lower-case identifiers only: they need no quoting rules and fit PostgreSQL's 63-byte names.
 _SCHEMA_RE = re.compile(r"[a-z_][a-z0-9_]{0,62}")

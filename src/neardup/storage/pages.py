@@ -12,7 +12,7 @@ from typing import Any
 
 from neardup.storage import catalog
 from neardup.storage.connect import transaction, translated
-from neardup.storage.names import PARTITIONED_TABLES
+from neardup.storage.names import KEY_TABLE, PARTITIONED_TABLES
 from neardup.storage.scope import Scope
 
 
@@ -139,18 +139,22 @@ def document(scope: Scope, doc_id: str) -> DocumentRow | None:
 
 def document_pairs(scope: Scope, doc_id: str) -> list[tuple[str, float, str]]:
     """The document's near-duplicates (other id, similarity, method), most similar first."""
+    # The materialised steps are index lookups on one server; on a distributed collection Citus
+    # runs each step where its rows live (the document and its pairs are on other shards than the
+    # other documents) and joins their small results.
     with translated("reading a document's pairs"):
         rows = scope.conn.execute(
             scope.sql(
-                "WITH me AS (SELECT d.content_id, d.external_id, t.shingle_count FROM {documents_p} d "
-                "JOIN {contents_p} t ON t.content_id = d.content_id WHERE d.external_id = %(id)s) "
-                "SELECT d.external_id, p.similarity, p.method FROM me "
-                "JOIN {pairs_p} p ON me.content_id IN (p.content_a, p.content_b) "
-                "JOIN {documents_p} d ON d.content_id = "
-                "CASE WHEN p.content_a = me.content_id THEN p.content_b ELSE p.content_a END "
+                "WITH me AS MATERIALIZED (SELECT d.content_id, t.shingle_count FROM {documents_p} d "
+                "JOIN {contents_p} t ON t.content_id = d.content_id WHERE d.external_id = %(id)s), "
+                "o AS MATERIALIZED (SELECT CASE WHEN p.content_a = me.content_id THEN p.content_b "
+                "ELSE p.content_a END AS other, p.similarity, p.method "
+                "FROM me JOIN {pairs_p} p ON me.content_id IN (p.content_a, p.content_b)) "
+                "SELECT d.external_id, o.similarity, o.method FROM o JOIN {documents_p} d "
+                "ON d.content_id = o.other "
                 "UNION ALL "
                 "SELECT d.external_id, 1.0, 'identical' FROM me JOIN {documents_p} d "
-                "ON d.content_id = me.content_id AND d.external_id <> me.external_id "
+                "ON d.content_id = me.content_id AND d.external_id <> %(id)s "
                 "WHERE me.shingle_count > 0 "
                 "ORDER BY 2 DESC, 1"
             ),
@@ -162,22 +166,24 @@ def document_pairs(scope: Scope, doc_id: str) -> list[tuple[str, float, str]]:
 def pair(scope: Scope, id_a: str, id_b: str) -> tuple[float, str] | None:
     """The stored similarity and method of two documents, or None when they are no stored pair."""
     with translated("reading a pair"):
-        row = scope.conn.execute(
+        ends = scope.conn.execute(
             scope.sql(
-                "SELECT CASE WHEN da.content_id = db.content_id THEN 1.0::double precision "
-                "ELSE p.similarity END, "
-                "CASE WHEN da.content_id = db.content_id THEN 'identical' ELSE p.method END "
-                "FROM {documents_p} da JOIN {documents_p} db ON db.external_id = %(b)s "
-                "JOIN {contents_p} t ON t.content_id = da.content_id AND t.shingle_count > 0 "
-                "LEFT JOIN {pairs_p} p ON p.content_a = least(da.content_id, db.content_id) "
-                "AND p.content_b = greatest(da.content_id, db.content_id) "
-                "WHERE da.external_id = %(a)s AND da.external_id <> db.external_id"
+                "SELECT d.external_id, d.content_id, t.shingle_count FROM {documents_p} d "
+                "JOIN {contents_p} t ON t.content_id = d.content_id WHERE d.external_id IN (%s, %s)"
             ),
-            {"a": id_a, "b": id_b},
+            (id_a, id_b),
+        ).fetchall()
+        found = {str(r[0]): (int(r[1]), int(r[2])) for r in ends}
+        if id_a == id_b or id_a not in found or id_b not in found or found[id_a][1] == 0:
+            return None
+        (a, _), (b, _) = found[id_a], found[id_b]
+        if a == b:
+            return 1.0, "identical"
+        row = scope.conn.execute(
+            scope.sql("SELECT similarity, method FROM {pairs_p} WHERE content_a = %s AND content_b = %s"),
+            (min(a, b), max(a, b)),
         ).fetchone()
-    if row is None or row[0] is None:
-        return None
-    return float(row[0]), str(row[1])
+    return None if row is None else (float(row[0]), str(row[1]))
 
 
 def drop_collection(scope: Scope, name: str) -> bool:
@@ -185,11 +191,17 @@ def drop_collection(scope: Scope, name: str) -> bool:
     not exist. Writers of the collection finish first (its row lock)."""
     with translated(f"dropping collection {name!r}"), transaction(scope.conn):
         catalog.lock_name(scope, name)
-        row = catalog.get(scope, name, lock=True)
+        found = catalog.get(scope, name)
+        if found is None:
+            return False
+        # Lock it as its writers do (a distributed collection's lock is not its row's).
+        row = catalog.get(scope.with_collection(found.collection_id, found.distributed), name, lock=True)
         if row is None:
             return False
-        here = scope.with_collection(row.collection_id)
-        for table in PARTITIONED_TABLES:
+        here = scope.with_collection(row.collection_id, row.distributed)
+        # Its labels go first: in a distributed schema no foreign key deletes them with the row.
+        here.conn.execute(here.sql("DELETE FROM {s}.labels WHERE collection_id = %s"), (row.collection_id,))
+        for table in (*PARTITIONED_TABLES, KEY_TABLE):
             here.conn.execute(here.sql(f"DROP TABLE IF EXISTS {{{table}_p}}"))
         here.conn.execute(
             here.sql("DELETE FROM {s}.collections WHERE collection_id = %s"), (row.collection_id,)

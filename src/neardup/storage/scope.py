@@ -10,13 +10,19 @@ from functools import lru_cache
 from psycopg import sql
 
 from neardup.storage.connect import Connection
-from neardup.storage.names import PARTITIONED_TABLES, bucket_index_name, check_schema_name, partition_name
+from neardup.storage.names import (
+    KEY_TABLE,
+    PARTITIONED_TABLES,
+    bucket_index_name,
+    check_schema_name,
+    partition_name,
+)
 
 
 @lru_cache(maxsize=512)
 def _compose(template: str, schema: str, collection_id: int) -> sql.Composed:
     names: dict[str, sql.Composable] = {"s": sql.Identifier(schema)}
-    for table in PARTITIONED_TABLES:
+    for table in (*PARTITIONED_TABLES, KEY_TABLE):
         # {documents_p} etc. name the collection's own partition: no pruning work per statement.
         names[f"{table}_p"] = sql.Identifier(schema, partition_name(table, collection_id))
     names["bucket_index"] = sql.Identifier(bucket_index_name(collection_id))
@@ -26,12 +32,13 @@ def _compose(template: str, schema: str, collection_id: int) -> sql.Composed:
 
 @dataclass(frozen=True)
 class Scope:
-    """Where storage functions act: a connection (the caller owns its transactions), a schema and
-    a collection id (0 before a collection is chosen)."""
+    """Where storage functions act: a connection (the caller owns its transactions), a schema, a
+    collection id (0 before a collection is chosen) and whether that collection is distributed."""
 
     conn: Connection
     schema: str
     collection_id: int = 0
+    distributed: bool = False
 
     def __post_init__(self) -> None:
         check_schema_name(self.schema)
@@ -40,9 +47,9 @@ class Scope:
         """``template`` with ``{s}``, ``{<table>_p}`` and ``{bucket_index}`` filled in as identifiers."""
         return _compose(template, self.schema, int(self.collection_id))
 
-    def with_collection(self, collection_id: int) -> Scope:
+    def with_collection(self, collection_id: int, distributed: bool = False) -> Scope:
         """The same connection and schema, acting on another collection."""
-        return Scope(self.conn, self.schema, collection_id)
+        return Scope(self.conn, self.schema, collection_id, distributed)
 
 
 # Planner switches turned off around a batch's lookups (see index_probes).

@@ -31,10 +31,12 @@ _SIZED_TABLES = ("contents", "documents", "signatures", "buckets", "pairs")
 
 
 def sizes(scope: Scope) -> dict[str, tuple[int, int]]:
-    """Bytes on disk of each of the collection's partitions: (rows with their TOAST, indexes)."""
+    """Bytes on disk of each of the collection's partitions: (rows with their TOAST, indexes); on
+    every node when the collection is distributed."""
+    prefix = "citus" if scope.distributed else "pg"
     rows = scope.conn.execute(
         scope.sql(
-            "SELECT t, pg_total_relation_size(p) - pg_indexes_size(p), pg_indexes_size(p) "
+            f"SELECT t, {prefix}_table_size(p), {prefix}_total_relation_size(p) - {prefix}_table_size(p) "
             "FROM unnest(%s::text[], ARRAY[%s::regclass, %s::regclass, %s::regclass, %s::regclass, "
             "%s::regclass]) AS x(t, p)"
         ),

@@ -6,8 +6,8 @@ memory and builds the bucket index once at the end (``ingest.writer``); between 
 it compares the counter with the value its last batch left, and if another writer came between,
 it builds the index and probes the database from then on.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 Create Date: 2026-11-23
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision: str = "0004"
-down_revision: str | None = "0003"
+revision: str = "0005"
+down_revision: str | None = "0004"
 branch_labels: str | None = None
 depends_on: str | None = None
 

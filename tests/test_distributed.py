@@ -1,0 +1,194 @@
+"""Distributed collections: the clear error without Citus, and on a real Citus cluster (when
+NEARDUP_TEST_CITUS_URL names its coordinator) the layout and the same results as one server."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from neardup.errors import DistributedError, ParamsError
+from neardup.index import Index
+from neardup.storage.connect import connect
+from tests._corpus import planted_corpus
+from tests.conftest import Run, distributed_schema, psycopg_url
+
+EXHAUSTIVE: dict[str, Any] = {"threshold": 0.5, "bands": 64, "rows": 2}
+
+
+@pytest.fixture
+def citus_schema(citus_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A schema name on the coordinator no one has created yet, dropped afterwards."""
+    name = f"nd_dist_{os.getpid()}_{abs(hash(request.node.name)) % 10**6}"
+    yield name
+    with psycopg.connect(psycopg_url(citus_url), autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def test_distributed_without_citus_is_a_clear_error(
+    database_url: str, fresh_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with connect(database_url) as conn:
+        if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'citus'").fetchone():
+            pytest.skip("this database has Citus installed")
+    with pytest.raises(DistributedError, match=r"citus extension is not (installed|available)"):
+        Index.create(database_url, "spread", schema=fresh_schema, distributed=True)
+    with pytest.raises(ParamsError, match="shards"):
+        Index.create(database_url, "spread", schema=fresh_schema, shards=4)
+    status, _, err = Run(database_url, fresh_schema, "spread", capsys)("init", "--distributed")
+    assert status == 1
+    assert "citus extension" in err
+    assert err.count("\n") == 1
+    # Nothing was made distributed, and a plain collection still works there.
+    with Index.create(database_url, "plain", schema=fresh_schema) as index:
+        assert not index.distributed
+
+
+def _dist(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> dict[str, tuple[str, object, int]]:
+    rows = conn.execute(
+        "SELECT c.relname, p.partmethod, column_to_column_name(p.logicalrelid, p.partkey), p.colocationid "
+        "FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s",
+        (schema,),
+    ).fetchall()
+    return {str(r[0]): (str(r[1]), r[2], int(str(r[3]))) for r in rows}
+
+
+def test_the_layout_of_a_distributed_schema(citus_url: str, citus_schema: str) -> None:
+    with Index.create(citus_url, "laid-out", schema=citus_schema, distributed=True, shards=3) as index:
+        assert index.distributed
+        index.add([("a", "some words to spread around"), ("b", "some words to spread around!")])
+        assert [p[:2] for p in index.pairs()] == [("a", "b")]
+    with psycopg.connect(psycopg_url(citus_url)) as conn:
+        dist = _dist(conn, citus_schema)
+        (cid,) = conn.execute(
+            f'SELECT collection_id FROM "{citus_schema}".collections WHERE distributed'
+        ).fetchone() or (None,)
+        shards = conn.execute(
+            "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = %s::regclass",
+            (f"{citus_schema}.buckets_c{cid}",),
+        ).fetchone()
+    assert dist["collections"][0] == "n"  # a reference table
+    by_content = {t: dist[t] for t in ("contents", "signatures", "documents", "pairs")}
+    assert {t: d[1] for t, d in by_content.items()} == {
+        "contents": "content_id",
+        "signatures": "content_id",
+        "documents": "content_id",
+        "pairs": "content_a",
+    }
+    assert len({d[2] for d in by_content.values()}) == 1  # one co-location group
+    assert dist["buckets"][1] == "bucket"
+    assert dist["buckets"][2] != dist["contents"][2]
+    assert dist["document_keys"][1] == "external_id"
+    for table in ("contents", "documents", "signatures", "buckets", "pairs", "document_keys"):
+        assert dist[f"{table}_c{cid}"][1:] == dist[table][1:]  # the partitions follow their parents
+    assert shards == (3,)
+    # The service's tables stay plain tables on the coordinator.
+    assert not {"tokens", "sessions", "labels"} & set(dist)
+
+
+def test_external_ids_stay_unique_in_the_database(citus_url: str, citus_schema: str) -> None:
+    docs = planted_corpus(n_sources=5, copies=2, seed=2)
+    with Index.create(citus_url, "keys", schema=citus_schema, distributed=True, shards=2) as index:
+        index.add(docs)
+        index.remove([docs[0][0]])
+        index.add([(docs[1][0], "a new text for an old id"), ("fresh", "a new id")])
+        index.rebuild(k=4)
+    s = f'"{citus_schema}"'
+    with psycopg.connect(psycopg_url(citus_url)) as conn:
+        (cid,) = conn.execute(
+            f"SELECT collection_id FROM {s}.collections WHERE name = 'keys'"
+        ).fetchone() or (0,)
+        keys = conn.execute(
+            f"SELECT external_id, content_id FROM {s}.document_keys_c{cid} ORDER BY 1"
+        ).fetchall()
+        documents = conn.execute(
+            f"SELECT external_id, content_id FROM {s}.documents_c{cid} ORDER BY 1"
+        ).fetchall()
+        assert keys == documents
+        assert len(keys) == len(docs)  # one removed, one new
+        # A document written behind neardup's back with a stored id is refused by the key.
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute(
+                f"INSERT INTO {s}.document_keys (collection_id, external_id, content_id) VALUES (%s, %s, 1)",
+                (cid, docs[2][0]),
+            )
+
+
+def test_a_schema_is_plain_or_distributed(citus_url: str, citus_schema: str, fresh_schema: str) -> None:
+    Index.create(citus_url, "first", schema=citus_schema, distributed=True, shards=2).close()
+    with Index.create(citus_url, "second", schema=citus_schema) as second:  # follows the schema
+        assert second.distributed
+    with pytest.raises(DistributedError, match="is distributed"):
+        Index.create(citus_url, "third", schema=citus_schema, distributed=False)
+    with pytest.raises(DistributedError, match="2 shards"):
+        Index.create(citus_url, "third", schema=citus_schema, distributed=True, shards=5)
+    plain = f"{citus_schema}_plain"
+    try:
+        Index.create(citus_url, "plain", schema=plain).close()
+        with pytest.raises(DistributedError, match="plain collection"):
+            Index.create(citus_url, "spread", schema=plain, distributed=True)
+    finally:
+        with psycopg.connect(psycopg_url(citus_url), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{plain}" CASCADE')
+
+
+def test_distributed_gives_the_pairs_and_clusters_of_one_server(
+    database_url: str, schema: str, citus_url: str, citus_schema: str
+) -> None:
+    docs = [*planted_corpus(n_sources=30, copies=3, seed=13), ("x1", "one text"), ("x2", "one text")]
+    for _ in distributed_schema(citus_url, citus_schema):
+        with (
+            Index.create(database_url, f"same-{os.getpid()}", schema=schema, **EXHAUSTIVE) as single,
+            Index.create(citus_url, "same", schema=citus_schema, **EXHAUSTIVE) as spread,
+        ):
+            assert spread.distributed
+            assert not single.distributed
+            for index in (single, spread):
+                index.add(docs[:40], batch_size=15)  # the bulk path, then batches against stored rows
+                index.add(docs[40:], batch_size=7)
+                index.remove([docs[3][0], docs[50][0]])
+                index.add([(docs[5][0], docs[6][1])])  # a replacement
+            assert list(spread.pairs()) == list(single.pairs())
+            assert list(spread.clusters()) == list(single.clusters())
+            assert len(list(single.pairs())) > 30
+            for _, text in docs[::9]:
+                assert spread.query(text) == single.query(text)
+            assert list(spread.check(docs[::4])) == list(single.check(docs[::4]))
+            a, b = single.stats(), spread.stats()
+            assert (a.documents, a.contents, a.pairs, a.identical_pairs, a.clusters, a.bucket_rows) == (
+                b.documents,
+                b.contents,
+                b.pairs,
+                b.identical_pairs,
+                b.clusters,
+                b.bucket_rows,
+            )
+            for index in (single, spread):
+                index.rebuild(threshold=0.6)
+            assert list(spread.pairs()) == list(single.pairs())
+            assert list(spread.clusters()) == list(single.clusters())
+            assert spread.evaluate(sample=20, seed=1).recall == single.evaluate(sample=20, seed=1).recall
+
+
+def test_writers_of_two_distributed_collections_do_not_take_turns(citus_url: str, citus_schema: str) -> None:
+    from neardup.storage import catalog
+    from neardup.storage.scope import Scope
+
+    for name in ("one", "two"):
+        Index.create(citus_url, name, schema=citus_schema, distributed=True, shards=2).close()
+    with connect(citus_url) as first, connect(citus_url) as second, first.transaction():
+        one = catalog.get(Scope(first, citus_schema), "one")
+        assert one is not None
+        catalog.get(Scope(first, citus_schema, one.collection_id, True), "one", lock=True)
+        with second.transaction():
+            second.execute("SET LOCAL lock_timeout = '2s'")
+            two = catalog.get(Scope(second, citus_schema), "two")
+            assert two is not None
+            assert catalog.get(Scope(second, citus_schema, two.collection_id, True), "two", lock=True)
+        second.execute("SET lock_timeout = '200ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):  # a writer of the same one waits
+            catalog.get(Scope(second, citus_schema, one.collection_id, True), "one", lock=True)
