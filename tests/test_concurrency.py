@@ -129,40 +129,44 @@ def test_a_reader_during_ingest_sees_only_whole_committed_batches(
         check=False,
     )
     assert init.returncode == 0, init.stderr
-    writer = subprocess.Popen(
+    # As a context, so that the pipe is closed and the writer waited for even when an assertion
+    # stops the test early (the Citus variant is an expected failure).
+    with subprocess.Popen(
         neardup_argv(database_url, schema, "watched", "add", str(source), "--batch-size", str(batch)),
         stderr=subprocess.PIPE,
         text=True,
-    )
-    assert len(docs) % batch == 0
-    seen: list[int] = []
-    with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
-        while True:
-            running = writer.poll() is None
-            with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                ids = [
-                    r[0]
-                    for r in conn.execute(
-                        f'SELECT id FROM "{schema}".document_list WHERE collection = %s ORDER BY id',
-                        ["watched"],
-                    )
-                ]
-                pairs = [
-                    (r[0], r[1])
-                    for r in conn.execute(
-                        f'SELECT id_a, id_b FROM "{schema}".pair_list WHERE collection = %s ORDER BY 1, 2',
-                        ["watched"],
-                    )
-                ]
-            k, rest = divmod(len(ids), batch)
-            assert rest == 0, f"saw {len(ids)} documents: not whole batches"
-            assert (ids, pairs) == expected[k], f"snapshot after {k} batches differs from the committed state"
-            seen.append(k)
-            if not running:
-                break
-            time.sleep(0.005)
-    _, err = writer.communicate(timeout=60)
+    ) as writer:
+        assert len(docs) % batch == 0
+        seen: list[int] = []
+        with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
+            while True:
+                running = writer.poll() is None
+                with conn.transaction():
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    ids = [
+                        r[0]
+                        for r in conn.execute(
+                            f'SELECT id FROM "{schema}".document_list WHERE collection = %s ORDER BY id',
+                            ["watched"],
+                        )
+                    ]
+                    pairs = [
+                        (r[0], r[1])
+                        for r in conn.execute(
+                            f'SELECT id_a, id_b FROM "{schema}".pair_list WHERE collection = %s ORDER BY 1, 2',
+                            ["watched"],
+                        )
+                    ]
+                k, rest = divmod(len(ids), batch)
+                assert rest == 0, f"saw {len(ids)} documents: not whole batches"
+                assert (ids, pairs) == expected[k], (
+                    f"snapshot after {k} batches differs from the committed state"
+                )
+                seen.append(k)
+                if not running:
+                    break
+                time.sleep(0.005)
+        _, err = writer.communicate(timeout=60)
     assert writer.returncode == 0, err
     assert seen[-1] == len(docs) // batch
     # The reader really watched the ingest happen, not just its end.
