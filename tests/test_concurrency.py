@@ -153,7 +153,8 @@ def test_a_reader_during_ingest_sees_only_whole_committed_batches(
                     pairs = [
                         (r[0], r[1])
                         for r in conn.execute(
-                            f'SELECT id_a, id_b FROM "{schema}".pair_list WHERE collection = %s ORDER BY 1, 2',
+                            f'SELECT id_a, id_b FROM "{schema}".pair_list '
+                            "WHERE collection = %s ORDER BY 1, 2",
                             ["watched"],
                         )
                     ]
