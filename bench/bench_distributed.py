@@ -52,6 +52,26 @@ def workers(url: str) -> list[str]:
     return [f"{host}:{port}" for host, port in rows]
 
 
+_SETTINGS = ("fsync", "synchronous_commit", "shared_buffers", "max_wal_size", "checkpoint_timeout")
+
+
+def settings(url: str) -> str:
+    """The settings that decide durability and caching on each node of the cluster, as shown."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        coordinator = conn.execute(
+            "SELECT string_agg(name || '=' || current_setting(name), ', ' ORDER BY name) "
+            "FROM unnest(%s::text[]) AS name",
+            (list(_SETTINGS),),
+        ).fetchone()
+        nodes = conn.execute(
+            "SELECT nodeport, result FROM run_command_on_workers($$SELECT string_agg(name || '=' || "
+            f"current_setting(name), ', ' ORDER BY name) FROM unnest(ARRAY{list(_SETTINGS)!r}) AS name$$) "
+            "ORDER BY nodeport"
+        ).fetchall()
+    shown = [f"coordinator: {coordinator[0] if coordinator else '?'}"]
+    return "; ".join(shown + [f"worker :{port}: {result}" for port, result in nodes])
+
+
 def measure(
     url: str, schema: str, docs: list[tuple[str, str]], probes: list[str], **create: Any
 ) -> list[str]:
@@ -118,6 +138,7 @@ def main() -> None:
                     f"{len(probes):,} queries and checks of edited copies of stored documents",
                     f"Citus coordinator: `{args.citus}`, workers {', '.join(nodes) or 'none'} "
                     "(all on this machine unless they say otherwise)",
+                    f"Citus settings: {settings(args.citus)}",
                 ],
             )
         )
