@@ -27,7 +27,7 @@ EXAMPLES = 25
 def test_no_request_gets_a_server_error(service: Service, mode: schemathesis.GenerationMode) -> None:
     token = service.tokens["admin"]
     with service.client(token) as c:  # a collection the generated paths may name
-        c.post("/v1/collections", json={"name": "fuzz", "threshold": 0.5, "exist_ok": True})
+        c.post("/v1/collections", json={"name": "api-fuzz", "threshold": 0.5, "exist_ok": True})
         c.post("/v1/collections/fuzz/documents", json=[{"id": "a", "text": "some text to find"}])
     schema = schemathesis.openapi.from_url(f"{service.base}/openapi.json")
     results = list(schema.get_all_operations())
@@ -38,7 +38,7 @@ def test_no_request_gets_a_server_error(service: Service, mode: schemathesis.Gen
 
     for operation in operations:
         # Half the cases name the existing collection, so the fuzzer gets past "no such collection".
-        known = {"name": "fuzz"} if "{name}" in operation.path else None
+        known = {"name": "api-fuzz"} if "{name}" in operation.path else None
         strategy = st.one_of(operation.as_strategy(mode), operation.as_strategy(mode, path_parameters=known))
 
         @given(case=strategy)
