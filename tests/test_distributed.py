@@ -4,16 +4,18 @@ NEARDUP_TEST_CITUS_URL names its coordinator) the layout and the same results as
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
-from neardup.errors import DistributedError, ParamsError
+from neardup.errors import DistributedError, NeardupError, ParamsError
 from neardup.index import Index
 from neardup.storage.connect import connect
 from tests._corpus import planted_corpus
+from tests._state import collection_state
 from tests.conftest import Run, distributed_schema, psycopg_url
 
 EXHAUSTIVE: dict[str, Any] = {"threshold": 0.5, "bands": 64, "rows": 2}
@@ -192,3 +194,60 @@ def test_writers_of_two_distributed_collections_do_not_take_turns(citus_url: str
         second.execute("SET lock_timeout = '200ms'")
         with pytest.raises(psycopg.errors.LockNotAvailable):  # a writer of the same one waits
             catalog.get(Scope(second, citus_schema, one.collection_id, True), "one", lock=True)
+
+
+# A command that stops or starts one worker of the test cluster, with {action} standing for
+# "stop" or "start" (run by the shell, on this machine), e.g. for a worker on port 9702:
+#   setpriv --reuid=nobody --regid=nogroup --clear-groups pg_ctl -D /path/n9702 -m immediate -w {action}
+WORKER_CTL = os.environ.get("NEARDUP_TEST_CITUS_WORKER_CTL")
+WORKER_PORT = os.environ.get("NEARDUP_TEST_CITUS_WORKER_PORT")
+
+
+def _worker(action: str) -> None:
+    assert WORKER_CTL is not None
+    subprocess.run(WORKER_CTL.format(action=action), shell=True, check=True, timeout=60)
+
+
+@pytest.mark.skipif(
+    not (WORKER_CTL and WORKER_PORT),
+    reason="set NEARDUP_TEST_CITUS_WORKER_CTL (a shell command that stops or starts one worker, "
+    "'{action}' standing for stop or start) and NEARDUP_TEST_CITUS_WORKER_PORT (that worker's port) "
+    "to stop a worker in the middle of an ingest",
+)
+def test_a_worker_stopped_mid_ingest_is_one_clear_error_and_a_rerun_ends_as_one_run(
+    citus_url: str, citus_schema: str
+) -> None:
+    """A worker stopped after the first batches: the ingest fails with an error naming the node,
+    what is visible afterwards is whole batches only, and running the same add again ends in
+    exactly the state of an ingest that was never interrupted."""
+    docs = planted_corpus(n_sources=60, copies=2, seed=13)
+    kwargs: dict[str, Any] = {"schema": citus_schema, **EXHAUSTIVE}
+    with Index.create(citus_url, "whole", distributed=True, shards=4, **kwargs) as whole:
+        whole.add(docs, batch_size=20)
+    batches_done = 0
+
+    def stop_after_two(_: object) -> None:
+        nonlocal batches_done
+        batches_done += 1
+        if batches_done == 2:
+            _worker("stop")
+
+    try:
+        with Index.create(citus_url, "cut", **kwargs) as cut, pytest.raises(NeardupError) as failure:
+            cut.add(docs, batch_size=20, progress=stop_after_two)
+    finally:
+        _worker("start")
+    assert f"{WORKER_PORT}" in str(failure.value)  # names the node
+    assert "\n" not in str(failure.value).strip()
+    with psycopg.connect(psycopg_url(citus_url), autocommit=True) as conn:
+        conn.execute("SELECT recover_prepared_transactions()")
+    partial = collection_state(citus_url, citus_schema, "cut")
+    assert len(partial.documents) % 20 == 0  # whole batches only
+    assert 40 <= len(partial.documents) < len(docs)
+    assert partial.dangling == 0
+    with Index.open(citus_url, "cut", schema=citus_schema) as cut:
+        cut.add(docs, batch_size=20)
+    assert (
+        collection_state(citus_url, citus_schema, "cut").comparable()
+        == collection_state(citus_url, citus_schema, "whole").comparable()
+    )
