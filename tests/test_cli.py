@@ -107,7 +107,7 @@ def test_dedup_keeps_one_per_cluster_and_every_loner(cli: Run, tmp_path: Path) -
     )  # fields kept
 
 
-def test_remove_stats_tune_and_db(cli: Run, tmp_path: Path) -> None:
+def test_remove_stats_tune_and_db(cli: Run, tmp_path: Path, deployment: str) -> None:
     cli("init")
     cli("add", str(_jsonl(tmp_path / "d.jsonl", [("x", "some text here"), ("y", "other text there")])))
     status, _, err = cli("remove", "x", "missing")
@@ -116,6 +116,7 @@ def test_remove_stats_tune_and_db(cli: Run, tmp_path: Path) -> None:
     _, out, _ = cli("stats", "--format", "json")
     stats = {r["name"]: r["value"] for r in json.loads(out)}
     assert stats["documents"] == 1
+    assert stats["distributed"] is (deployment == "citus")
     assert stats["params.bands"] == 16
     png = tmp_path / "s.png"
     _, out, _ = cli("tune", "--threshold", "0.8", "--num-perm", "128", "--format", "csv", "--plot", str(png))

@@ -417,6 +417,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             ("database", args.database),
             *([("data_directory", args.data_directory)] if getattr(args, "data_directory", None) else []),
             ("collection", s.name),
+            ("distributed", index.distributed),
             ("documents", s.documents),
             ("contents", s.contents),
             ("pairs", s.pairs),
