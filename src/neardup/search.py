@@ -147,16 +147,16 @@ def check_all(
     scope: Scope,
     config: IndexConfig,
     sketcher: Sketcher,
-    documents: Iterator[Document],
+    incoming: Iterator[Document],
     min_jaccard: float | None,
     limit: int | None,
     batch_size: int,
 ) -> Iterator[CheckResult]:
-    """``check`` of each ``batch_size`` documents in turn, the next batch read and sketched on a
-    worker thread while the database answers for this one."""
+    """``check`` of each ``batch_size`` documents of ``incoming`` in turn, the next batch read and
+    sketched on a worker thread while the database answers for this one."""
 
     def prepare() -> tuple[list[Document], Sketch | None]:
-        batch = list(itertools.islice(documents, batch_size))
+        batch = list(itertools.islice(incoming, batch_size))
         return batch, sketcher.sketch([d.text for d in batch]) if len(batch) > _ONE_BY_ONE else None
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-check") as pool:

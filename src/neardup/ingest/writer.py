@@ -275,13 +275,15 @@ class Writer:
             row = self._lock()
             if may_defer and row.next_content_id == 1:
                 self._memory = IngestMemory()
+                buckets.drop_index(scope)  # the partition is empty; a rollback restores the index
             elif self._memory is not None and row.writes != self._writes:
                 self._memory = None  # another writer came between: this batch finds the index or builds it
             if self._memory is None:
                 stored = document_rows.match(scope, batch.ids, sketch.content_hashes)
+                indexed = row.next_content_id == 1 or buckets.has_index(scope)
             else:
                 stored = self._memory_match(self._memory, sketch.content_hashes)
-            indexed = row.next_content_id == 1 or buckets.has_index(scope)
+                indexed = False
         with clock.stage("plan"):
             plan = plan_batch(
                 batch,
@@ -293,14 +295,13 @@ class Writer:
                 indexed=indexed,
                 band_keys=self.sketcher.band_keys,
             )
-        if self._memory is not None:
-            self._memory.add_contents(
-                [sketch.content_hashes[p] for p in plan.new_positions.tolist()], plan.new_ids.tolist()
-            )
         if self._memory is not None and plan.replaced_docs:
             # Never in an ingest that began on an empty collection with distinct ids; if it were,
             # the rows held would go stale with the deletes: the bulk path reads the partition.
             self._memory = None
+        new_hashes = [sketch.content_hashes[p] for p in plan.new_positions.tolist()]
+        if self._memory is not None:
+            self._memory.add_contents(new_hashes, plan.new_ids.tolist())
         probe: Future[tuple[np.ndarray, ...]] | None = None
         if pool is not None and self._memory is None and not plan.bulk and plan.keys.shape[0]:
             # It sees what was committed before this batch, which is everything stored, since this
@@ -313,7 +314,7 @@ class Writer:
                 contents.insert(
                     scope,
                     plan.new_ids,
-                    [sketch.content_hashes[p] for p in plan.new_positions.tolist()],
+                    new_hashes,
                     sketch.shingle_counts[plan.new_positions],
                     sketch.signatures[plan.new_positions],
                 )
@@ -383,7 +384,6 @@ class Writer:
         if memory is not None:
             # The partition holds only this ingest's rows, all of them in memory too.
             with clock.stage("deferred: COPY bucket rows, no index"):
-                buckets.drop_index(scope)
                 buckets.insert(scope, *rows)
             with clock.stage("deferred: look up and hold bucket rows in memory"):
                 stored = memory.add(*rows)

@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from neardup.storage import citus
 from neardup.storage.binary import copy_stream
 from neardup.storage.scope import Scope, index_probes
 
@@ -136,27 +135,39 @@ def truncate(scope: Scope) -> None:
 
 
 def lookup(scope: Scope, keys: npt.NDArray[np.int64], with_text: bool) -> list[tuple[Any, ...]]:
-    """Contents sharing a bucket with the keys (one per band): (content, signature, text, ids)."""
-    if scope.distributed:
-        return citus.lookup(scope, keys, with_text)
+    """Contents sharing a bucket with the keys (one per band): (content, signature, text, ids).
+
+    On one server, one join of the candidates with their signatures (a prepared statement). On a
+    distributed collection the candidates are found on the buckets' shards first (a CTE Citus runs
+    on its own), then their signatures, texts and ids are read where they live, by content id."""
     text = (
-        "(SELECT d.text FROM {documents_p} d WHERE d.collection_id = %(c)s AND d.content_id = c.content_id "
+        "(SELECT d.text FROM {documents_p} d WHERE d.collection_id = %(c)s AND d.content_id = s.content_id "
         "ORDER BY d.doc_id LIMIT 1)"
         if with_text
         else "NULL::text"
     )
+    candidates = (
+        "SELECT DISTINCT b.content_id FROM unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket) "
+        "JOIN {buckets_p} b ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket"
+    )
+    columns = (
+        f"SELECT s.content_id, s.signature, {text}, "
+        "ARRAY(SELECT d.external_id FROM {documents_p} d "
+        "WHERE d.collection_id = %(c)s AND d.content_id = s.content_id ORDER BY d.external_id) "
+    )
+    if scope.distributed:
+        query = (
+            f"WITH c AS MATERIALIZED ({candidates}) {columns}FROM {{signatures_p}} s "
+            "WHERE s.collection_id = %(c)s AND s.content_id IN (SELECT content_id FROM c)"
+        )
+    else:
+        query = (
+            f"{columns}FROM ({candidates}) c "
+            "JOIN {signatures_p} s ON s.collection_id = %(c)s AND s.content_id = c.content_id"
+        )
     with scope.conn.cursor(binary=True) as cur:
         return cur.execute(
-            scope.sql(
-                f"""
-SELECT c.content_id, s.signature, {text},
-       ARRAY(SELECT d.external_id FROM {{documents_p}} d
-             WHERE d.collection_id = %(c)s AND d.content_id = c.content_id ORDER BY d.external_id)
-FROM (SELECT DISTINCT b.content_id
-      FROM unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket)
-      JOIN {{buckets_p}} b ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket) c
-JOIN {{signatures_p}} s ON s.collection_id = %(c)s AND s.content_id = c.content_id"""
-            ),
+            scope.sql(query),
             {"c": scope.collection_id, "bands": list(range(keys.shape[0])), "keys": keys.tolist()},
-            prepare=True,
+            prepare=not scope.distributed,
         ).fetchall()

@@ -176,31 +176,3 @@ def delete_keys(scope: Scope, external_ids: Sequence[str]) -> None:
             ),
             (scope.collection_id, list(external_ids)),
         )
-
-
-def lookup(scope: Scope, keys: npt.NDArray[np.int64], with_text: bool) -> list[tuple[Any, ...]]:
-    """``buckets.lookup`` on a distributed collection: the candidate contents are found on the
-    buckets' shards first (a CTE Citus runs on its own), then their signatures, texts and ids are
-    read where they live, joined by content id on each shard."""
-    text = (
-        "(SELECT d.text FROM {documents_p} d WHERE d.collection_id = %(c)s AND d.content_id = s.content_id "
-        "ORDER BY d.doc_id LIMIT 1)"
-        if with_text
-        else "NULL::text"
-    )
-    with scope.conn.cursor(binary=True) as cur:
-        return cur.execute(
-            scope.sql(
-                f"""
-WITH c AS MATERIALIZED (
-    SELECT DISTINCT b.content_id
-    FROM unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket)
-    JOIN {{buckets_p}} b ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket)
-SELECT s.content_id, s.signature, {text},
-       ARRAY(SELECT d.external_id FROM {{documents_p}} d
-             WHERE d.collection_id = %(c)s AND d.content_id = s.content_id ORDER BY d.external_id)
-FROM {{signatures_p}} s
-WHERE s.collection_id = %(c)s AND s.content_id IN (SELECT content_id FROM c)"""
-            ),
-            {"c": scope.collection_id, "bands": list(range(keys.shape[0])), "keys": keys.tolist()},
-        ).fetchall()
