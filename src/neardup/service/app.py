@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from neardup import __version__
 from neardup.service import problems, review, routes
 from neardup.service.context import Context, Settings
+from neardup.service.fast_query import FastQuery
 
 
 class BodyLimit:
@@ -87,6 +88,7 @@ def create_app(settings: Settings) -> FastAPI:
     review.install(app)
     app.include_router(routes.router)
     app.include_router(review.router)
+    app.add_middleware(FastQuery, ctx=ctx)  # inside the body limit: added first, it wraps less
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app
 

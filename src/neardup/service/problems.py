@@ -10,8 +10,9 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from neardup.errors import (
     CollectionExistsError,
@@ -112,6 +113,11 @@ def install(app: FastAPI) -> None:
         return ProblemError(422, f"the request is not valid: {where}", extra={"errors": errors}).response(
             request
         )
+
+    @app.exception_handler(ClientDisconnect)
+    async def on_gone(request: Request, exc: ClientDisconnect) -> Response:
+        # The client left while its body was read: nobody to answer, and nothing to log.
+        return Response(status_code=400)
 
     @app.exception_handler(Exception)
     async def on_anything(request: Request, exc: Exception) -> JSONResponse:

@@ -20,6 +20,7 @@ from neardup.index import Index
 from neardup.records import Document, documents
 from neardup.service import models
 from neardup.service.auth import Principal, context, require
+from neardup.service.fast_query import matches_body, text_ok
 from neardup.service.pools import BusyError
 from neardup.service.problems import MEDIA_TYPE, ProblemError
 from neardup.storage import labels, pages
@@ -79,10 +80,7 @@ def _after(cursor: str | None, length: int) -> list[Any] | None:
 
 def _text_ok(text: str, what: str, *, stored: bool = False) -> str:
     """``text`` if it is valid Unicode (and, when ``stored``, holds no NUL, which PostgreSQL cannot store)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ProblemError(422, f"{what} is not valid Unicode (a lone surrogate)") from exc
+    text_ok(text, what)
     if stored and "\x00" in text:
         raise ProblemError(422, f"{what} contains a NUL character")
     return text
@@ -304,12 +302,12 @@ async def query(request: Request, name: str, who: Read) -> Response:
     def run(wait: bool) -> Response:
         with pool.index(name, wait=wait) as index:
             hits = index.query(text, body.min_jaccard, body.limit)
-        matches = [{"id": i, "jaccard": j} for i, j in hits]
-        return Response(json.dumps({"matches": matches}, ensure_ascii=False), media_type="application/json")
+        return Response(matches_body(hits), media_type="application/json")
 
-    # A query takes about a millisecond: with an open index free at once it runs on the event loop,
-    # since the hop to a worker thread and back costs half as much again on a small machine
-    # (bench_service.py); otherwise it waits for one in a worker thread.
+    # Ordinary queries are answered before they get here (fast_query.py); those that come here
+    # answer the same way. A query takes about a millisecond: with an open index free at once it
+    # runs on the event loop, since the hop to a worker thread and back costs half as much again
+    # on a small machine (bench_service.py); otherwise it waits for one in a worker thread.
     try:
         return run(wait=False)
     except BusyError:

@@ -1,0 +1,127 @@
+"""The query's fast path: the service's hottest request answered below the framework, or handed on.
+
+``POST /v1/collections/{name}/query`` costs about a millisecond in the index; FastAPI's routing,
+dependency solving and exception layers added half as much again on this project's 2-core
+machine (bench_service.py). This layer answers the request itself when everything about it is
+ordinary: tokens off, or a bearer token checked in the last seconds that may read the collection;
+a JSON body that validates; an open index of the collection free at once; a query that succeeds.
+Anything else (no token, an unknown one, too small a scope, a bad body, a busy or unknown
+collection, an error in the query) goes to the route in ``routes.py`` with the body replayed, so
+every check and every error document stays the route's own. A query changes nothing, so running
+it again on the route after an error here is safe.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from neardup.service import models
+from neardup.service.context import Context
+from neardup.service.credentials import digest
+from neardup.service.pools import BusyError
+from neardup.service.problems import ProblemError
+
+# The route's path; a collection name never holds a slash (storage.names).
+_PATH = re.compile(r"/v1/collections/([^/]+)/query")
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+def matches_body(hits: list[tuple[str, float]]) -> bytes:
+    """The query's answer as the route sends it: ``{"matches": [{"id", "jaccard"}, ...]}``."""
+    matches = [{"id": i, "jaccard": j} for i, j in hits]
+    return json.dumps({"matches": matches}, ensure_ascii=False).encode("utf-8")
+
+
+def text_ok(text: str, what: str) -> str:
+    """``text`` if it is valid Unicode (no lone surrogate, which a JSON escape can carry)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ProblemError(422, f"{what} is not valid Unicode (a lone surrogate)") from exc
+    return text
+
+
+class FastQuery:
+    """ASGI middleware: answer ordinary queries at once, pass everything else to ``app``."""
+
+    def __init__(self, app: ASGIApp, ctx: Context) -> None:
+        """Wrap ``app`` (the FastAPI application whose state is ``ctx``)."""
+        self.app, self.ctx = app, ctx
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer the request, or hand it on with its body replayed."""
+        if scope["type"] != "http" or scope["method"] != "POST" or not (m := _PATH.fullmatch(scope["path"])):
+            await self.app(scope, receive, send)
+            return
+        body, message = await _read_body(receive)
+        if message is not None:  # the client left before sending its body
+            return
+        answer = self._answer(m.group(1), scope, body)
+        if answer is None:
+            await self.app(scope, _replay(body, receive), send)
+            return
+        headers = [*_JSON_HEADERS, (b"content-length", str(len(answer)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": answer})
+
+    def _answer(self, name: str, scope: Scope, body: bytes) -> bytes | None:
+        """The answer's body, or None for the route to answer (every error included)."""
+        ctx = self.ctx
+        if ctx.auth:
+            scheme, _, secret = _header(scope, b"authorization").partition(" ")
+            who = ctx.tokens.recall(digest(secret)) if scheme.lower() == "bearer" and secret else None
+            if who is None:
+                return None
+            try:
+                who.require("read", name)
+            except ProblemError:
+                return None
+        try:
+            query = models.Query.model_validate_json(body)
+            text = text_ok(query.text, "'text'")
+            with ctx.indexes.index(name, wait=False) as index:
+                return matches_body(index.query(text, query.min_jaccard, query.limit))
+        except (ValidationError, ProblemError, BusyError):
+            return None  # the route's own checks and waiting answer these
+        except Exception:  # the route runs the query again and reports the error as it reports any
+            return None
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    """A request header's value (the first), or ''."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return ""
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, Message | None]:
+    """The whole request body, and the disconnect message if the client left first."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"", message
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks), None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives ``body`` once, then whatever the client sends next."""
+    sent = False
+
+    async def replayed() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        message: dict[str, Any] = dict(await receive())
+        return message
+
+    return replayed
