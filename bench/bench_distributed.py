@@ -1,18 +1,21 @@
 """One server against a Citus cluster on the same documents: ingest, all pairs, query and check.
 
-The same corpus goes into a collection on one durable local PostgreSQL and into a distributed
-collection on the Citus coordinator named by --citus (a schema of its own, made distributed with
---shards shards per table, dropped afterwards); for each: ingest (documents a second, with every
-verified pair stored), listing all pairs, --queries edited copies of stored documents queried one
-at a time (p50, p99), `Index.check` of as many (documents a second), and the bytes a document
-takes on disk (on every node). The report names the cluster's worker nodes. Citus is in neither
-PyPI nor Debian's archive: docs/distributed.md says how to get a cluster.
+The same corpus goes into collections on one durable local PostgreSQL, written by 1, 2 and 4
+writer processes (--jobs; `Index.add(jobs=N)`), and into a distributed collection on each Citus
+coordinator named by --citus (give it once per cluster, e.g. one with one worker and one with
+two; a schema of its own, made distributed with --shards shards per table, dropped afterwards).
+For each: ingest (documents a second, with every verified pair stored), listing all pairs,
+--queries edited copies of stored documents queried one at a time (p50, p99), `Index.check` of as
+many (documents a second), and the bytes a document takes on disk (on every node; on a cluster
+also each worker's share). The report names each cluster's worker nodes and their settings.
+Citus is in neither PyPI nor Debian's archive: docs/distributed.md says how to get a cluster.
 
-    python bench/bench_distributed.py --citus postgresql://postgres@127.0.0.1:9700/test
-        [CORPUS] [--limit N] [--shards 4] [--queries 200] [--db URL] [--out docs/benchmarks/distributed.md]
+    python bench/bench_distributed.py --citus postgresql://postgres@127.0.0.1:9710/test \
+        --citus postgresql://postgres@127.0.0.1:9700/test [CORPUS] [--limit N] [--jobs 1,2,4]
+        [--shards 4] [--queries 200] [--db URL] [--out docs/benchmarks/distributed.md]
 
-Not yet measured here: writers in parallel (not built), and more workers than one machine holds
-(the device tool's larger machine was not lent to this session).
+Not measured here: more workers than one machine holds (the device tool's larger machine was not
+lent to this session).
 """
 
 from __future__ import annotations
@@ -72,13 +75,25 @@ def settings(url: str) -> str:
     return "; ".join(shown + [f"worker :{port}: {result}" for port, result in nodes])
 
 
+def worker_shares(url: str, schema: str) -> str:
+    """Each worker's share of the schema's shards, in bytes (``citus_shards``)."""
+    with psycopg.connect(libpq_url(url)) as conn:
+        rows = conn.execute(
+            "SELECT nodeport, sum(shard_size) FROM citus_shards "
+            "WHERE table_name::text LIKE %s GROUP BY nodeport ORDER BY nodeport",
+            (f"{schema}.%",),
+        ).fetchall()
+    total = sum(int(size) for _, size in rows) or 1
+    return ", ".join(f":{port} {100 * int(size) / total:.0f}%" for port, size in rows)
+
+
 def measure(
-    url: str, schema: str, docs: list[tuple[str, str]], probes: list[str], **create: Any
+    url: str, schema: str, docs: list[tuple[str, str]], probes: list[str], jobs: int = 1, **create: Any
 ) -> list[str]:
     """One row of the report: ingest, all pairs, query p50/p99, check rate, bytes a document."""
-    with Index.create(url, "bench", threshold=0.8, schema=schema, **create) as index:
+    with Index.create(url, f"bench{jobs}", threshold=0.8, schema=schema, **create) as index:
         start = time.perf_counter()
-        index.add(docs)
+        index.add(docs, jobs=jobs)
         ingest = time.perf_counter() - start
         start = time.perf_counter()
         pairs = sum(1 for _ in index.pairs())
@@ -88,7 +103,8 @@ def measure(
         found = sum(1 for r in index.check((f"probe-{i}", t) for i, t in enumerate(probes)) if r.matches)
         check = time.perf_counter() - start
         size = index.stats().bytes_on_disk
-    print(f"  {create or 'one server'}: ingest {ingest:.1f} s, {pairs:,} pairs", file=sys.stderr)
+    where = create or "one server"
+    print(f"  {where}, {jobs} writer(s): ingest {ingest:.1f} s, {pairs:,} pairs", file=sys.stderr)
     return [
         f"{len(docs) / ingest:,.0f}",
         f"{ingest:.2f}",
@@ -104,7 +120,13 @@ def main() -> None:
     """Run both deployments on the same documents and write the report."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpus", nargs="?", type=Path, default=DEBIAN, help="JSONL(.gz) of id, text")
-    ap.add_argument("--citus", required=True, help="URL of a Citus coordinator with worker nodes")
+    ap.add_argument(
+        "--citus",
+        action="append",
+        required=True,
+        help="URL of a Citus coordinator with worker nodes (once per cluster)",
+    )
+    ap.add_argument("--jobs", default="1,2,4", help="writer processes of the one-server runs (default 1,2,4)")
     ap.add_argument("--limit", type=int, help="use only the first N documents")
     ap.add_argument("--shards", type=int, default=4, help="shards per distributed table")
     ap.add_argument("--queries", type=int, default=200)
@@ -114,19 +136,19 @@ def main() -> None:
     docs = list(read_jsonl(args.corpus, args.limit))
     rng = random.Random(1)
     probes = [edited(text, rng) for _, text in rng.sample(docs, min(args.queries, len(docs)))]
-    nodes = workers(args.citus)
+    clusters = {citus: workers(citus) for citus in args.citus}
     rows = []
     with contextlib.ExitStack() as stack:
         url = args.db or stack.enter_context(local_server())
         schema = stack.enter_context(bench_schema(url, "nd_one"))
-        rows.append(["one server", *measure(url, schema, docs, probes)])
-        citus_schema = stack.enter_context(bench_schema(args.citus, "nd_citus"))
-        rows.append(
-            [
-                f"Citus, {len(nodes)} workers, {args.shards} shards a table",
-                *measure(args.citus, citus_schema, docs, probes, distributed=True, shards=args.shards),
-            ]
-        )
+        for jobs in (int(j) for j in args.jobs.split(",")):
+            writers = f"{jobs} writer processes" if jobs > 1 else "one writer"
+            rows.append([f"one server, {writers}", *measure(url, schema, docs, probes, jobs), "–"])
+        for citus, nodes in clusters.items():
+            citus_schema = stack.enter_context(bench_schema(citus, "nd_citus"))
+            row = measure(citus, citus_schema, docs, probes, distributed=True, shards=args.shards)
+            name = f"Citus, {len(nodes)} worker{'s' if len(nodes) > 1 else ''}, {args.shards} shards a table"
+            rows.append([name, *row, worker_shares(citus, citus_schema)])
         report = Report()
         report.say(
             *header(
@@ -136,9 +158,11 @@ def main() -> None:
                 [
                     f"Corpus: `{args.corpus.name}`, {len(docs):,} documents; threshold 0.8; "
                     f"{len(probes):,} queries and checks of edited copies of stored documents",
-                    f"Citus coordinator: `{args.citus}`, workers {', '.join(nodes) or 'none'} "
-                    "(all on this machine unless they say otherwise)",
-                    f"Citus settings: {settings(args.citus)}",
+                    *(
+                        f"Citus coordinator `{citus}`: workers {', '.join(nodes) or 'none'} (on this "
+                        f"machine unless they say otherwise); settings: {settings(citus)}"
+                        for citus, nodes in clusters.items()
+                    ),
                 ],
             )
         )
@@ -152,14 +176,17 @@ def main() -> None:
                 "query p50 / p99 ms",
                 "check docs/s",
                 "bytes a document",
+                "each worker's share",
             ],
-            "lrrrrrrr",
+            "lrrrrrrrl",
             rows,
         )
         report.say(
             "Every node of the cluster runs on the same cores as the one server when they share a "
             "machine, so this compares the cost of the distributed plan (two-phase commit, "
-            "coordinator round trips), not the gain of more machines."
+            "coordinator round trips), not the gain of more machines. Writer processes split the "
+            "input by id; each reads, checks and sketches its share on its own, and their batches "
+            "take turns at the collection's lock to write (docs/distributed.md)."
         )
         report.write(args.out)
 

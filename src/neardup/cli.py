@@ -252,6 +252,7 @@ def cmd_add(args: argparse.Namespace) -> int:
                 checked(records, on_bad, max_text_length=args.max_text_length),
                 batch_size=args.batch_size,
                 progress=_progress(start),
+                jobs=args.jobs,
             )
         except DatabaseConnectionError as exc:
             raise DatabaseConnectionError(
@@ -922,6 +923,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("add", "Add documents; each batch's verified pairs are stored before it commits.")
     inputs(p)
     p.add_argument("--batch-size", type=POSITIVE, default=50_000, help="documents per transaction")
+    p.add_argument(
+        "--jobs",
+        type=POSITIVE,
+        default=1,
+        metavar="N",
+        help="writer processes, the input split among them by id (default 1); the result is the same",
+    )
     p.add_argument(
         "--skip-bad", action="store_true", help="leave bad records out (counted) instead of stopping"
     )

@@ -27,7 +27,7 @@ from neardup.errors import (
     UnicodeVersionWarning,
 )
 from neardup.evaluation import Evaluation
-from neardup.ingest import DEFAULT_BATCH_SIZE, AddResult, Writer
+from neardup.ingest import DEFAULT_BATCH_SIZE, AddResult, Writer, parallel
 from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.measure import evaluate
 from neardup.records import Record, to_document
@@ -238,6 +238,7 @@ class Index:
         batch_size: int = DEFAULT_BATCH_SIZE,
         progress: Callable[[AddResult], None] | None = None,
         clock: StageClock = NO_CLOCK,
+        jobs: int = 1,
     ) -> AddResult:
         """Add or replace documents, ``batch_size`` per transaction (from 8,192 on, the first three
         batches are an eighth, a quarter and a half of it, so that writing starts early); each
@@ -250,7 +251,16 @@ class Index:
         ``records``, stops the call with InputError naming its position; the batches committed
         before the one holding it stay. ``progress`` is called with the running total after each
         committed batch; ``clock`` (a ``StageClock``), when given, gets the time of each stage.
+
+        ``jobs`` > 1 splits the records by id over that many writer processes, each with its own
+        connection (``ingest.parallel``); the end state is the same as with one.
         """
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise ParamsError(f"jobs must be a positive integer, got {jobs!r}")
+        if jobs > 1:
+            if clock is not NO_CLOCK:
+                raise ParamsError("a stage clock times one writer: give it with jobs=1")
+            return parallel.add(self._url, self.schema, self.name, records, jobs, batch_size, progress)
         return self._writer.add(records, batch_size, progress, clock)
 
     def remove(self, ids: Iterable[str]) -> int:

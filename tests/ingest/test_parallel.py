@@ -1,0 +1,110 @@
+"""Adding with several writer processes (ingest/parallel.py, ``add --jobs``) against a real
+PostgreSQL: the same documents, pairs and clusters as one writer, errors where they stand, and a
+killed writer survived by a re-run."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from neardup.core.params import Params
+from neardup.errors import InputError, InternalError, ParamsError
+from neardup.ingest.parallel import writer_of
+from tests._corpus import brute_force_pairs, planted_corpus
+from tests._state import collection_state
+from tests.conftest import Run
+
+pytestmark = pytest.mark.distributed_variant
+
+GENEROUS = {"bands": 64, "rows": 2}  # no pair missed at these similarities: compare to brute force
+
+
+def _edited(docs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A second load: a third of the documents with new texts, a third as they were, new ones."""
+    third = len(docs) // 3
+    changed = [(i, t + " and a postscript that changes it") for i, t in docs[:third]]
+    return changed + docs[third : 2 * third] + [(f"new-{i}", t[::-1]) for i, t in docs[:10]]
+
+
+def test_several_writers_end_with_the_state_of_one(
+    make_index: Callable[..., Any], database_url: str, schema: str
+) -> None:
+    docs = planted_corpus(n_sources=50, copies=3, seed=11)  # 200 documents, shuffled
+    one, three = make_index(threshold=0.8, **GENEROUS), make_index(threshold=0.8, **GENEROUS)
+    for load in (docs, _edited(docs)):
+        # Batches of 7 over three writers: their transactions interleave many times, and near-copies
+        # of one source go to different writers.
+        alone = one.add(load, batch_size=7)
+        split = three.add(load, batch_size=7, jobs=3)
+        assert split == alone
+    assert collection_state(database_url, schema, three.name).comparable() == (
+        collection_state(database_url, schema, one.name).comparable()
+    )
+    final = dict(docs) | dict(_edited(docs))
+    truth = brute_force_pairs(list(final.items()), Params(bands=64, rows=2), 0.8)
+    assert {(a, b) for a, b, *_ in three.pairs()} == set(truth)
+
+
+def test_a_repeated_id_is_refused_where_it_stands_and_jobs_must_be_positive(
+    make_index: Callable[..., Any],
+) -> None:
+    index = make_index()
+    docs = [(f"d{i}", f"text number {i} with a few words") for i in range(50)]
+    with pytest.raises(InputError, match=r"record 50: id 'd3' repeats record 3"):
+        index.add([*docs, ("d3", "again")], jobs=2)
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ParamsError, match="jobs"):
+            index.add(docs, jobs=bad)
+
+
+def test_ids_go_to_writers_stably_and_evenly() -> None:
+    ids = [f"doc-{i}" for i in range(4000)]
+    placed = [writer_of(i, 4) for i in ids]
+    assert placed == [writer_of(i, 4) for i in ids]  # the same every time (and in every process)
+    counts = [placed.count(k) for k in range(4)]
+    assert min(counts) > 800  # 1000 each expected
+    assert writer_of("\udcff-lone-surrogate", 3) in range(3)
+
+
+def test_a_killed_writer_fails_the_call_and_a_rerun_ends_as_one_run(
+    make_index: Callable[..., Any], database_url: str, schema: str
+) -> None:
+    docs = planted_corpus(n_sources=150, copies=3, seed=5)  # 600 documents
+    killed, whole = make_index(threshold=0.8, **GENEROUS), make_index(threshold=0.8, **GENEROUS)
+
+    def kill_a_writer_midway() -> Iterator[tuple[str, str]]:
+        for n, doc in enumerate(docs):
+            if n == len(docs) // 2:
+                victim = multiprocessing.active_children()[0]
+                assert victim.pid is not None
+                os.kill(victim.pid, signal.SIGKILL)
+            yield doc
+
+    with pytest.raises(InternalError, match="ended without a word"):
+        killed.add(kill_a_writer_midway(), batch_size=20, jobs=2)
+    killed.add(docs, batch_size=20, jobs=2)
+    whole.add(docs, batch_size=20)
+    after = collection_state(database_url, schema, killed.name)
+    assert after.comparable() == collection_state(database_url, schema, whole.name).comparable()
+    assert after.dangling == 0
+
+
+def test_add_jobs_on_the_command_line(cli: Run, tmp_path: Path) -> None:
+    docs = planted_corpus(n_sources=30, copies=2, seed=3)
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs), encoding="utf-8")
+    assert cli("init", "--threshold", "0.8", "--bands", "64", "--rows", "2")[0] == 0
+    status, _, err = cli("add", str(path), "--jobs", "3", "--batch-size", "10")
+    assert status == 0, err
+    assert f"added {len(docs)}, replaced 0" in err
+    status, out, _ = cli("pairs", "--format", "jsonl")
+    listed = {(p["id_a"], p["id_b"]) for p in map(json.loads, out.splitlines())}
+    assert listed == set(brute_force_pairs(docs, Params(bands=64, rows=2), 0.8))
+    assert cli("add", str(path), "--jobs", "0")[0] != 0
