@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import random
+import resource
 import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
@@ -87,18 +90,102 @@ def worker_shares(url: str, schema: str) -> str:
     return ", ".join(f":{port} {100 * int(size) / total:.0f}%" for port, size in rows)
 
 
+_TICK = os.sysconf("SC_CLK_TCK")
+_LOCAL = ("127.0.0.1", "localhost", "::1")
+
+
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (field 3, the state, first)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def server_cpu(url: str) -> float:
+    """CPU seconds the PostgreSQL server behind ``url`` has used so far: its postmaster, every
+    live process under it and every ended one it reaped (nan when it is not on this machine)."""
+    if urlsplit(url).hostname not in _LOCAL:
+        return float("nan")
+    with psycopg.connect(libpq_url(url)) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        postmaster = int(_stat(int(row[0]))[1])
+        # utime, stime, and the cutime and cstime of the children it waited for (fields 14-17).
+        ticks = sum(int(f) for f in _stat(postmaster)[11:15])
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    fields = _stat(int(entry.name))
+                except OSError:  # ended meanwhile
+                    continue
+                if int(fields[1]) == postmaster:
+                    ticks += int(fields[11]) + int(fields[12])
+    return ticks / _TICK
+
+
+def node_urls(url: str) -> dict[str, str]:
+    """The URL of the coordinator and of each worker (same user and database), by name."""
+    parts = urlsplit(url)
+    nodes = {"coordinator": url}
+    for node in workers(url):
+        host, port = node.rsplit(":", 1)
+        userinfo = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
+        nodes[f"worker :{port}"] = urlunsplit(parts._replace(netloc=f"{userinfo}{host}:{port}"))
+    return nodes
+
+
+class CpuMeter:
+    """CPU seconds of this process and its children (the client) and of each database node."""
+
+    def __init__(self, nodes: dict[str, str]) -> None:
+        self.nodes = nodes
+
+    def read(self) -> dict[str, float]:
+        """The counters now."""
+        mine = resource.getrusage(resource.RUSAGE_SELF)
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        client = mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
+        return {"client": client, **{name: server_cpu(u) for name, u in self.nodes.items()}}
+
+    def since(self, before: dict[str, float]) -> dict[str, float]:
+        """CPU seconds used since ``before``: client, server (one server) or coordinator and workers."""
+        now = self.read()
+        used = {k: now[k] - before[k] for k in now}
+        workers = [v for k, v in used.items() if k.startswith("worker")]
+        return {
+            "client": used["client"],
+            "server": used.get("coordinator", float("nan")),
+            "workers": sum(workers) if workers else float("nan"),
+        }
+
+
+def _split(cpu: dict[str, float], per: float, unit: float) -> str:
+    """client / server-or-coordinator / workers, each ``cpu[k] / per * unit``."""
+    return " / ".join("–" if v != v else f"{v / per * unit:.2f}" for v in cpu.values())
+
+
 def measure(
-    url: str, schema: str, docs: list[tuple[str, str]], probes: list[str], jobs: int = 1, **create: Any
+    url: str,
+    schema: str,
+    docs: list[tuple[str, str]],
+    probes: list[str],
+    jobs: int = 1,
+    nodes: dict[str, str] | None = None,
+    **create: Any,
 ) -> list[str]:
-    """One row of the report: ingest, all pairs, query p50/p99, check rate, bytes a document."""
+    """One row of the report: ingest, all pairs, query p50/p99, check rate, bytes a document, and
+    the CPU an ingested document and a query cost on the client and on each kind of node."""
+    meter = CpuMeter(nodes or {"coordinator": url})
     with Index.create(url, f"bench{jobs}", threshold=0.8, schema=schema, **create) as index:
+        before = meter.read()
         start = time.perf_counter()
         index.add(docs, jobs=jobs)
         ingest = time.perf_counter() - start
+        ingest_cpu = meter.since(before)
         start = time.perf_counter()
         pairs = sum(1 for _ in index.pairs())
         listing = time.perf_counter() - start
+        before = meter.read()
         query_ms = latencies_ms(index.query, probes)
+        query_cpu = meter.since(before)
         start = time.perf_counter()
         found = sum(1 for r in index.check((f"probe-{i}", t) for i, t in enumerate(probes)) if r.matches)
         check = time.perf_counter() - start
@@ -113,6 +200,8 @@ def measure(
         f"{pct(query_ms, 50):.2f} / {pct(query_ms, 99):.2f}",
         f"{len(probes) / check:,.0f} ({found:,} found)",
         f"{size / len(docs):,.0f}",
+        _split(ingest_cpu, len(docs), 1000),
+        _split(query_cpu, len(probes), 1000),
     ]
 
 
@@ -146,7 +235,8 @@ def main() -> None:
             rows.append([f"one server, {writers}", *measure(url, schema, docs, probes, jobs), "–"])
         for citus, nodes in clusters.items():
             citus_schema = stack.enter_context(bench_schema(citus, "nd_citus"))
-            row = measure(citus, citus_schema, docs, probes, distributed=True, shards=args.shards)
+            create = {"distributed": True, "shards": args.shards}
+            row = measure(citus, citus_schema, docs, probes, nodes=node_urls(citus), **create)
             name = f"Citus, {len(nodes)} worker{'s' if len(nodes) > 1 else ''}, {args.shards} shards a table"
             rows.append([name, *row, worker_shares(citus, citus_schema)])
         report = Report()
@@ -176,9 +266,11 @@ def main() -> None:
                 "query p50 / p99 ms",
                 "check docs/s",
                 "bytes a document",
+                "CPU s per 1,000 documents ingested: client / server or coordinator / workers",
+                "CPU ms per query: client / server or coordinator / workers",
                 "each worker's share",
             ],
-            "lrrrrrrrl",
+            "lrrrrrrrrrl",
             rows,
         )
         report.say(
@@ -186,7 +278,10 @@ def main() -> None:
             "machine, so this compares the cost of the distributed plan (two-phase commit, "
             "coordinator round trips), not the gain of more machines. Writer processes split the "
             "input by id; each reads, checks and sketches its share on its own, and their batches "
-            "take turns at the collection's lock to write (docs/distributed.md)."
+            "take turns at the collection's lock to write (docs/distributed.md). CPU seconds are read "
+            "from /proc for every PostgreSQL process of each node (ended ones included, through "
+            "their postmaster) and from getrusage for this process and its writer processes; "
+            "docs/capacity.md projects larger clusters from them."
         )
         report.write(args.out)
 
