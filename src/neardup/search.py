@@ -71,6 +71,8 @@ def fraction(value: object, name: str) -> float:
     return float(value)
 
 
+# Threads that sketch a batch ahead (the kernels release the GIL; as ingest.writer's).
+SKETCH_THREADS = 2
 # Up to this many documents, check asks for each as query does (one statement each, which also
 # reads the stored signatures, texts and ids); a larger batch is one probe for all its keys and
 # one read of each kind, which costs a few round trips more but far fewer per document.
@@ -157,7 +159,9 @@ def check_all(
 
     def prepare() -> tuple[list[Document], Sketch | None]:
         batch = list(itertools.islice(incoming, batch_size))
-        return batch, sketcher.sketch([d.text for d in batch]) if len(batch) > _ONE_BY_ONE else None
+        if len(batch) <= _ONE_BY_ONE:
+            return batch, None
+        return batch, sketcher.sketch([d.text for d in batch], threads=SKETCH_THREADS)
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-check") as pool:
         upcoming = pool.submit(prepare)
