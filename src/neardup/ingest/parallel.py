@@ -129,11 +129,14 @@ class _State:
                 report = results.get(timeout=POLL_SECONDS) if block else results.get_nowait()
             except queue.Empty:
                 dead = [w.name for k, w in enumerate(writers) if k not in self.done and not w.is_alive()]
-                if dead:
+                if not dead:
+                    if block:
+                        continue
+                    return
+                try:  # a writer that failed and ended at once: its report may just have arrived
+                    report = results.get(timeout=POLL_SECONDS)
+                except queue.Empty:
                     raise InternalError(f"writer process {dead[0]} ended without a word (killed?)") from None
-                if block:
-                    continue
-                return
             kind, k = report[0], report[1]
             if kind == "error":
                 cls = getattr(errors, report[2], None)
