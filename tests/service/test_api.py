@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import socket
 import threading
 import time
 from pathlib import Path
@@ -375,6 +376,23 @@ def test_tokens_never_reach_the_log(service: Service) -> None:
     assert "GET /v1/collections" in log  # the access log is there ...
     assert all(token not in log for token in service.tokens.values())  # ... without tokens
     assert "nd_xxxx" not in log
+
+
+def test_a_client_leaving_mid_body_is_not_logged_as_an_error(service: Service) -> None:
+    _create(service, "gone")
+    port = int(service.base.rsplit(":", 1)[1])
+    for path in ("/v1/collections/gone/documents", "/v1/collections/gone/query"):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {service.tokens['write']}\r\n"
+                "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n[{".encode()
+            )
+    # The server is still well, and said nothing of a failure.
+    with service.client(service.tokens["read"]) as c:
+        assert c.post("/v1/collections/gone/query", json={"text": "still here"}).status_code == 200
+    log = service.log_text()
+    assert "Exception in ASGI application" not in log
+    assert "ClientDisconnect" not in log
 
 
 def test_token_commands_create_list_revoke(service: Service, cli: Run) -> None:
