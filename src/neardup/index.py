@@ -239,6 +239,7 @@ class Index:
         progress: Callable[[AddResult], None] | None = None,
         clock: StageClock = NO_CLOCK,
         jobs: int = 1,
+        concurrent: bool = False,
     ) -> AddResult:
         """Add or replace documents, ``batch_size`` per transaction (from 8,192 on, the first three
         batches are an eighth, a quarter and a half of it, so that writing starts early); each
@@ -253,7 +254,10 @@ class Index:
         committed batch; ``clock`` (a ``StageClock``), when given, gets the time of each stage.
 
         ``jobs`` > 1 splits the records by id over that many writer processes, each with its own
-        connection (``ingest.parallel``); the end state is the same as with one.
+        connection (``ingest.parallel``); the end state is the same as with one. ``concurrent``:
+        other writers add to the collection meanwhile (as those processes do), so each batch
+        probes and verifies against what is committed before its turn at the collection's lock,
+        and in its turn verifies only the pairs with what they committed since.
         """
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise ParamsError(f"jobs must be a positive integer, got {jobs!r}")
@@ -261,7 +265,7 @@ class Index:
             if clock is not NO_CLOCK:
                 raise ParamsError("a stage clock times one writer: give it with jobs=1")
             return parallel.add(self._url, self.schema, self.name, records, jobs, batch_size, progress)
-        return self._writer.add(records, batch_size, progress, clock)
+        return self._writer.add(records, batch_size, progress, clock, concurrent=concurrent)
 
     def remove(self, ids: Iterable[str]) -> int:
         """Remove documents by id, with their pairs; returns how many were found. Unknown ids are ignored."""

@@ -6,9 +6,11 @@ chunks; every writer opens the collection on its own connection and adds what it
 batches, as ``Index.add`` does. All of one id's records go to one writer, so no two writers ever
 hold the same id, and the state at the end is that of one writer given the whole input.
 
-Each writer reads, sketches and (on a distributed collection) fans its COPYs out on its own; the
-batches of the writers take turns at the collection's lock (``writer.py``), which is what keeps
-the pairs table complete between batches committed by different processes. Where a batch fails,
+Each writer reads, sketches, probes the stored buckets and verifies its candidates on its own,
+before its batch's turn at the collection's lock (``Index.add(concurrent=True)``, writer.py's
+``Prework``); in its turn, which is what keeps the pairs table complete between batches committed
+by different processes, it writes (COPY, which a distributed collection fans out) and verifies
+only the pairs with what the other writers committed meanwhile. Where a batch fails,
 the batches committed before it stay, as with one writer: the same command run again finishes.
 """
 
@@ -197,7 +199,10 @@ def _write(
     try:
         with Index.open(url, name, schema=schema) as index:
             total = index.add(
-                arriving(), batch_size=batch_size, progress=lambda r: results.put(("progress", k, r))
+                arriving(),
+                batch_size=batch_size,
+                progress=lambda r: results.put(("progress", k, r)),
+                concurrent=True,
             )
         results.put(("done", k, total))
     except _AbortedError:

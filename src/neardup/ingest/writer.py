@@ -16,6 +16,13 @@ collection between two of its batches (the collection's write counter moved), th
 index then and probes the database from there on; a writer that meets the unindexed partition
 reads all its shared buckets (the bulk path) and builds the index itself. Either way every pair is
 found. Readers meanwhile scan the partition instead of probing an index: slower, and the same answers.
+
+With other writers about (``add(..., concurrent=True)``, as ``neardup add --jobs`` runs its
+writers), each batch first probes and verifies against what is committed, in a snapshot of its
+own and without the lock (``Prework``), while other writers hold their turn. In its turn it finds
+its candidates as always, and verifies only those it had not judged: pairs with what other
+writers committed meanwhile. If nobody wrote in between (the write counter did not move), the
+probe is not repeated either. Candidates are still found under the lock, so completeness is kept.
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ from neardup.records import Record, documents
 from neardup.storage import buckets, catalog, contents, verified_pairs
 from neardup.storage import documents as document_rows
 from neardup.storage.connect import Connection, connect, transaction, translated
-from neardup.storage.scope import Scope
+from neardup.storage.scope import Scope, read_snapshot
 
 # Documents per transaction in add(): large enough that COPY and the set-based statements
 # dominate, small enough that a batch's shingles and signatures stay in a few hundred MB.
@@ -86,6 +93,25 @@ class AddResult:
         )
 
 
+@dataclass(frozen=True)
+class Prework:
+    """What a batch learned before its turn at the collection's lock: the write counter of its
+    snapshot, the stored members of its buckets then, and its verdict on each candidate pair it
+    verified (``pair_keys``: similarity, or -1 below the threshold)."""
+
+    writes: int
+    stored: tuple[np.ndarray, ...]
+    verdicts: dict[tuple[int, int], float]
+
+
+def pair_keys(cand: npt.NDArray[np.int64], plan: BatchPlan) -> list[tuple[int, int]]:
+    """Keys of candidate pairs (stored or new content, new content) that survive a change of the
+    batch's content ids: a stored content by its id, a new one by its position in the batch
+    (a stored one as is, a new one as ``-1 - position`` on the left)."""
+    first, positions = plan.first_new, plan.new_positions.tolist()
+    return [(a if a < first else -1 - positions[a - first], positions[b - first]) for a, b in cand.tolist()]
+
+
 def batch_sizes(batch_size: int) -> Iterator[int]:
     """The sizes of an ingest's batches: ``batch_size`` each, except that from ``RAMP_FROM`` on the
     first ones are an eighth, a quarter and a half of it, so that writing starts early (the first
@@ -124,9 +150,11 @@ class Writer:
         batch_size: int = DEFAULT_BATCH_SIZE,
         progress: Callable[[AddResult], None] | None = None,
         clock: StageClock = NO_CLOCK,
+        concurrent: bool = False,
     ) -> AddResult:
         """Check, sketch and write ``records``, ``batch_size`` per transaction (see ``Index.add``);
-        ``clock`` gets the time of each stage."""
+        ``clock`` gets the time of each stage. ``concurrent``: other writers add to the collection
+        meanwhile, so each batch probes and verifies before its turn at the lock (``Prework``)."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ParamsError(f"batch_size must be a positive integer, got {batch_size!r}")
         checked = documents(records)
@@ -167,12 +195,13 @@ class Writer:
                 while (ready := self._next(upcoming)) is not None:
                     batch, sketch, following = ready
                     upcoming = pool.submit(prepare, following)
-                    with (
-                        translated(f"adding {batch.where} to {self.name!r}"),
-                        clock.stage("batch transaction, commit included"),
-                        transaction(self._conn),
-                    ):
-                        total += self._write(batch, sketch, pool, may_defer=batch.start == 0)
+                    with translated(f"adding {batch.where} to {self.name!r}"):
+                        pre = None
+                        if concurrent:
+                            with clock.stage("before the lock: probe and verify"):
+                                pre = self._prework(batch, sketch)
+                        with clock.stage("batch transaction, commit included"), transaction(self._conn):
+                            total += self._write(batch, sketch, pool, may_defer=batch.start == 0, pre=pre)
                     if progress is not None:
                         progress(total)
                 self._end_deferral()
@@ -265,11 +294,18 @@ class Writer:
     # -- one batch -------------------------------------------------------------------------------
 
     def _write(
-        self, batch: Batch, sketch: Sketch, pool: ThreadPoolExecutor | None, *, may_defer: bool
+        self,
+        batch: Batch,
+        sketch: Sketch,
+        pool: ThreadPoolExecutor | None,
+        *,
+        may_defer: bool,
+        pre: Prework | None = None,
     ) -> AddResult:
         """Write one checked and sketched batch inside the caller's transaction. With ``pool``, the
         stored buckets are probed on the second connection meanwhile. ``may_defer``: the first
-        batch of an ingest, which defers the bucket index if the collection is empty."""
+        batch of an ingest, which defers the bucket index if the collection is empty. ``pre``:
+        what the batch found before the lock; its probe stands if nobody wrote since."""
         scope, clock = self._scope, self._clock
         with clock.stage("lock, match ids and content hashes"):
             row = self._lock()
@@ -303,7 +339,12 @@ class Writer:
         if self._memory is not None:
             self._memory.add_contents(new_hashes, plan.new_ids.tolist())
         probe: Future[tuple[np.ndarray, ...]] | None = None
-        if pool is not None and self._memory is None and not plan.bulk and plan.keys.shape[0]:
+        if pre is not None and (pre.writes != row.writes or plan.bulk or self._memory is not None):
+            pre = Prework(pre.writes, (), pre.verdicts)  # its probe is stale; its verdicts are not
+        if pre is not None and pre.stored and plan.keys.shape[0]:
+            probe = Future()  # nothing was committed since its snapshot: its probe is this one's
+            probe.set_result(pre.stored)
+        elif pool is not None and self._memory is None and not plan.bulk and plan.keys.shape[0]:
             # It sees what was committed before this batch, which is everything stored, since this
             # transaction holds the collection's lock, and nothing of this batch.
             probe = pool.submit(self._probe, plan.keys)
@@ -330,7 +371,7 @@ class Writer:
             )
         with clock.stage("drop orphaned contents"):
             dropped = self._drop_orphans(old_contents) if old_contents else []
-        new_pairs = self._pair_new_contents(plan, sketch, probe, dropped)
+        new_pairs = self._pair_new_contents(plan, sketch, probe, dropped, pre.verdicts if pre else None)
         with clock.stage("advance the id counters"):
             self._writes = catalog.advance(scope, *plan.next_ids)
         replaced = len(plan.replaced_docs)
@@ -369,11 +410,13 @@ class Writer:
         sketch: Sketch,
         probe: Future[tuple[np.ndarray, ...]] | None,
         dropped: Sequence[int],
+        verdicts: dict[tuple[int, int], float] | None = None,
     ) -> int:
         """Bucket the new contents, find and verify their pairs, store them and merge clusters.
 
         ``probe``, when given, yields the stored members of the new contents' buckets as read on
         the second connection; contents this transaction ``dropped`` are taken out of them.
+        ``verdicts``: candidate pairs judged before the lock (``Prework``), not verified again.
         """
         scope, clock = self._scope, self._clock
         if plan.bearing_ids.size == 0:
@@ -425,9 +468,70 @@ class Writer:
             cand = candidate_pairs(groups, first_new=plan.first_new)
         if cand.shape[0] == 0:
             return 0
-        left, right, sim = self._verify(cand, plan, sketch)
+        if verdicts:
+            left, right, sim = self._verify_unjudged(cand, plan, sketch, verdicts)
+        else:
+            left, right, sim = self._verify(cand, plan, sketch)
         self._store_pairs(left, right, sim)
         return int(left.size)
+
+    def _verify_unjudged(
+        self,
+        cand: npt.NDArray[np.int64],
+        plan: BatchPlan,
+        sketch: Sketch,
+        verdicts: dict[tuple[int, int], float],
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``_verify`` of the candidates without a verdict; the others as judged before."""
+        found = [verdicts.get(k) for k in pair_keys(cand, plan)]
+        judged = np.array([v is not None for v in found], dtype=bool)
+        earlier = np.array([-1.0 if v is None else v for v in found])
+        kept = judged & (earlier >= 0)
+        if judged.all():
+            return cand[kept, 0], cand[kept, 1], earlier[kept]
+        left, right, sim = self._verify(cand[~judged], plan, sketch)
+        return (
+            np.concatenate([cand[kept, 0], left]),
+            np.concatenate([cand[kept, 1], right]),
+            np.concatenate([earlier[kept], sim]),
+        )
+
+    def _prework(self, batch: Batch, sketch: Sketch) -> Prework | None:
+        """Probe and verify ``batch`` against what is committed, in one snapshot and without the
+        lock (other writers take their turns meanwhile); None where the batch will be written in
+        bulk or with the bucket index deferred, which find candidates their own way."""
+        scope = self._scope
+        with transaction(self._conn):
+            read_snapshot(self._conn, read_only=False)  # members_of may fill a temporary table
+            row = catalog.get(scope, self.name)
+            if row is None or row.collection_id != scope.collection_id or row.next_content_id == 1:
+                return None
+            if self._memory is not None or not buckets.has_index(scope):
+                return None
+            stored = document_rows.match(scope, batch.ids, sketch.content_hashes)
+            plan = plan_batch(
+                batch,
+                sketch,
+                stored,
+                row.next_content_id,
+                row.next_doc_id,
+                store_text=self.config.store_text,
+                indexed=True,
+                band_keys=self.sketcher.band_keys,
+            )
+            if plan.bearing_ids.size == 0:
+                return Prework(row.writes, (), {})
+            members = buckets.members_of(scope, *distinct_keys(plan.keys))
+            rows = bucket_rows(plan.bearing_ids, plan.keys)
+            groups = bucket_groups(*(np.concatenate([m, n]) for m, n in zip(members, rows, strict=True)))
+            cand = candidate_pairs(groups, first_new=plan.first_new)
+            verdicts: dict[tuple[int, int], float] = {}
+            if cand.shape[0]:
+                left, right, sim = self._verify(cand, plan, sketch)
+                verdicts = dict.fromkeys(pair_keys(cand, plan), -1.0)
+                accepted = pair_keys(np.stack([left, right], axis=1), plan)
+                verdicts.update(zip(accepted, sim.tolist(), strict=True))
+        return Prework(row.writes, members, verdicts)
 
     def _verify(
         self, cand: npt.NDArray[np.int64], plan: BatchPlan | None, sketch: Sketch | None
