@@ -321,16 +321,7 @@ class Writer:
                 stored = self._memory_match(self._memory, sketch.content_hashes)
                 indexed = False
         with clock.stage("plan"):
-            plan = plan_batch(
-                batch,
-                sketch,
-                stored,
-                row.next_content_id,
-                row.next_doc_id,
-                store_text=self.config.store_text,
-                indexed=indexed,
-                band_keys=self.sketcher.band_keys,
-            )
+            plan = self._plan(batch, sketch, stored, row, indexed=indexed)
         if self._memory is not None and plan.replaced_docs:
             # Never in an ingest that began on an empty collection with distinct ids; if it were,
             # the rows held would go stale with the deletes: the bulk path reads the partition.
@@ -376,6 +367,27 @@ class Writer:
             self._writes = catalog.advance(scope, *plan.next_ids)
         replaced = len(plan.replaced_docs)
         return AddResult(plan.doc_ids.size - replaced, replaced, plan.unchanged, new_pairs, plan.empty)
+
+    def _plan(
+        self,
+        batch: Batch,
+        sketch: Sketch,
+        stored: Sequence[document_rows.Match],
+        row: catalog.CollectionRow,
+        *,
+        indexed: bool,
+    ) -> BatchPlan:
+        """``plan_batch`` of the batch against what is ``stored`` and the collection's counters."""
+        return plan_batch(
+            batch,
+            sketch,
+            stored,
+            row.next_content_id,
+            row.next_doc_id,
+            store_text=self.config.store_text,
+            indexed=indexed,
+            band_keys=self.sketcher.band_keys,
+        )
 
     @staticmethod
     def _memory_match(memory: IngestMemory, hashes: Sequence[bytes]) -> list[document_rows.Match]:
@@ -509,16 +521,7 @@ class Writer:
             if self._memory is not None or not buckets.has_index(scope):
                 return None
             stored = document_rows.match(scope, batch.ids, sketch.content_hashes)
-            plan = plan_batch(
-                batch,
-                sketch,
-                stored,
-                row.next_content_id,
-                row.next_doc_id,
-                store_text=self.config.store_text,
-                indexed=True,
-                band_keys=self.sketcher.band_keys,
-            )
+            plan = self._plan(batch, sketch, stored, row, indexed=True)
             if plan.bearing_ids.size == 0:
                 return Prework(row.writes, (), {})
             members = buckets.members_of(scope, *distinct_keys(plan.keys))
