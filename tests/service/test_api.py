@@ -320,6 +320,12 @@ def test_errors_are_problem_documents_and_bodies_have_a_limit(service: Service) 
     )
     assert chunked.status_code == 413
     assert client.get("/v1/collections/limits/documents/big").status_code == 404
+    small = client.post(  # a chunked body within the limit is read whole and handed on
+        "/v1/collections/limits/documents", content=iter([b'[{"id": "small", "text": "', b"y" * 1000, b'"}]'])
+    )
+    assert small.status_code == 200, small.text
+    assert small.json()["added"] == 1
+    assert client.get("/v1/collections/limits/documents/small").json()["text"] == "y" * 1000
     for r in (
         client.get("/v1/nothing-here"),
         client.get("/v1/collections/no-such-collection"),

@@ -330,12 +330,11 @@ class Writer:
         if self._memory is not None:
             self._memory.add_contents(new_hashes, plan.new_ids.tolist())
         probe: Future[tuple[np.ndarray, ...]] | None = None
-        if pre is not None and (pre.writes != row.writes or plan.bulk or self._memory is not None):
-            pre = Prework(pre.writes, (), pre.verdicts)  # its probe is stale; its verdicts are not
-        if pre is not None and pre.stored and plan.keys.shape[0]:
+        probing = self._memory is None and not plan.bulk and plan.keys.shape[0] > 0
+        if probing and pre is not None and pre.stored and pre.writes == row.writes:
             probe = Future()  # nothing was committed since its snapshot: its probe is this one's
             probe.set_result(pre.stored)
-        elif pool is not None and self._memory is None and not plan.bulk and plan.keys.shape[0]:
+        elif probing and pool is not None:
             # It sees what was committed before this batch, which is everything stored, since this
             # transaction holds the collection's lock, and nothing of this batch.
             probe = pool.submit(self._probe, plan.keys)

@@ -11,6 +11,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from neardup import __version__
 from neardup.service import problems, review, routes
+from neardup.service.bodies import BodyTooLargeError, read_body, replay
 from neardup.service.context import Context, Settings
 from neardup.service.fast_query import FastQuery
 
@@ -38,24 +39,13 @@ class BodyLimit:
                 return
             await self.app(scope, receive, send)
             return
-        messages: list[Message] = []
-        size = 0
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            size += len(message.get("body", b""))
-            if size > self.max_bytes:
-                await self._refuse(scope, send)
-                return
-            if not message.get("more_body", False):
-                break
-
-        async def replay() -> Message:
-            return messages.pop(0) if messages else await receive()
-
-        await self.app(scope, replay, send)
+        try:
+            body = await read_body(receive, self.max_bytes)
+        except BodyTooLargeError:
+            await self._refuse(scope, send)
+            return
+        if body is not None:  # else the client left: nobody to answer
+            await self.app(scope, replay(body, receive), send)
 
     async def _refuse(self, scope: Scope, send: Send) -> None:
         problem = problems.ProblemError(413, f"the request body is larger than {self.max_bytes:,} bytes")

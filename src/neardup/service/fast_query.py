@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
-from pydantic import ValidationError
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from neardup.service import models
+from neardup.service.bodies import read_body, replay
 from neardup.service.context import Context
 from neardup.service.credentials import digest
-from neardup.service.pools import BusyError
 from neardup.service.problems import ProblemError
 
 # The route's path; a collection name never holds a slash (storage.names).
@@ -58,12 +57,12 @@ class FastQuery:
         if scope["type"] != "http" or scope["method"] != "POST" or not (m := _PATH.fullmatch(scope["path"])):
             await self.app(scope, receive, send)
             return
-        body, message = await _read_body(receive)
-        if message is not None:  # the client left before sending its body
+        body = await read_body(receive)
+        if body is None:  # the client left before sending its body
             return
         answer = self._answer(m.group(1), scope, body)
         if answer is None:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay(body, receive), send)
             return
         headers = [*_JSON_HEADERS, (b"content-length", str(len(answer)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -73,7 +72,7 @@ class FastQuery:
         """The answer's body, or None for the route to answer (every error included)."""
         ctx = self.ctx
         if ctx.auth:
-            scheme, _, secret = _header(scope, b"authorization").partition(" ")
+            scheme, _, secret = Headers(scope=scope).get("authorization", "").partition(" ")
             who = ctx.tokens.recall(digest(secret)) if scheme.lower() == "bearer" and secret else None
             if who is None:
                 return None
@@ -86,42 +85,5 @@ class FastQuery:
             text = text_ok(query.text, "'text'")
             with ctx.indexes.index(name, wait=False) as index:
                 return matches_body(index.query(text, query.min_jaccard, query.limit))
-        except (ValidationError, ProblemError, BusyError):
-            return None  # the route's own checks and waiting answer these
-        except Exception:  # the route runs the query again and reports the error as it reports any
+        except Exception:  # a bad body, a busy index, any error: the route answers as it would
             return None
-
-
-def _header(scope: Scope, name: bytes) -> str:
-    """A request header's value (the first), or ''."""
-    for key, value in scope["headers"]:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return ""
-
-
-async def _read_body(receive: Receive) -> tuple[bytes, Message | None]:
-    """The whole request body, and the disconnect message if the client left first."""
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return b"", message
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks), None
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A receive that gives ``body`` once, then whatever the client sends next."""
-    sent = False
-
-    async def replayed() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        message: dict[str, Any] = dict(await receive())
-        return message
-
-    return replayed

@@ -90,7 +90,7 @@ def insert(
                 )
             )
     if scope.distributed:
-        citus.insert_keys(scope, external_ids, content_ids)
+        citus.insert_keys(scope, [external_ids[i] for i in order], content_ids[order])
 
 
 def delete(scope: Scope, doc_ids: Sequence[int]) -> list[int]:
