@@ -27,8 +27,9 @@ def _write(path: Path, docs: list[tuple[str, str]]) -> Path:
     return path
 
 
+@pytest.mark.parametrize("jobs", [1, 2], ids=["one-writer-each", "add-jobs-2-each"])
 def test_writer_processes_at_once_end_with_the_state_of_one(
-    database_url: str, fresh_schema: str, tmp_path: Path
+    database_url: str, fresh_schema: str, tmp_path: Path, jobs: int
 ) -> None:
     docs = planted_corpus(n_sources=60, copies=3, seed=7)  # 240 documents, shuffled
     n = len(docs)
@@ -40,7 +41,9 @@ def test_writer_processes_at_once_end_with_the_state_of_one(
     files = [_write(tmp_path / f"part{i}.jsonl", part) for i, part in enumerate(slices)]
 
     # Each writer creates the schema and the collection if missing (they race for both), then adds
-    # its file in batches of 5, so the writers' transactions interleave many times.
+    # its file in batches of 5, so the writers' transactions interleave many times. With --jobs 2,
+    # each of them runs two writer processes that write contents before their turns: the same
+    # texts reach several of them at once, and each text must still be stored once.
     writers = [
         subprocess.Popen(
             [
@@ -58,7 +61,15 @@ def test_writer_processes_at_once_end_with_the_state_of_one(
                         *map(
                             _quote,
                             neardup_argv(
-                                database_url, fresh_schema, "shared", "add", str(f), "--batch-size", "5"
+                                database_url,
+                                fresh_schema,
+                                "shared",
+                                "add",
+                                str(f),
+                                "--batch-size",
+                                "5",
+                                "--jobs",
+                                str(jobs),
                             ),
                         ),
                     ]

@@ -256,8 +256,10 @@ class Index:
         ``jobs`` > 1 splits the records by id over that many writer processes, each with its own
         connection (``ingest.parallel``); the end state is the same as with one. ``concurrent``:
         other writers add to the collection meanwhile (as those processes do), so each batch
-        probes and verifies against what is committed before its turn at the collection's lock,
-        and in its turn verifies only the pairs with what they committed since.
+        probes and verifies against what is committed and writes its new contents and signatures
+        before its turn at the collection's lock; in its turn it verifies only the pairs with what
+        they committed since, and writes its contents again if one of its new texts was stored
+        meanwhile (docs/distributed.md, "Writers in parallel").
         """
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise ParamsError(f"jobs must be a positive integer, got {jobs!r}")

@@ -1,6 +1,7 @@
 """The writer's turn at the collection's lock with other writers about (``concurrent``): what a
-batch verified before its turn is reused, and what another writer committed meanwhile is still
-paired with it. Against a real PostgreSQL."""
+batch verified and wrote before its turn is reused, what another writer committed meanwhile is
+still paired with it, and contents written before the turn are written again when another writer
+stored or dropped one the batch counted on. Against a real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from neardup.index import Index
 from neardup.ingest.plan import Batch, BatchPlan
 from neardup.ingest.writer import Prework, Writer, pair_keys
 from tests._corpus import brute_force_pairs, planted_corpus
+from tests._state import collection_state
 
 pytestmark = pytest.mark.distributed_variant
 
@@ -49,13 +51,110 @@ def test_pairs_with_what_another_writer_commits_between_prework_and_turn_are_fou
 
     monkeypatch.setattr(Writer, "_prework", then_another_writer_commits)
     monkeypatch.setattr(Writer, "_verify_unjudged", counting)
+    withdrawn = _count_withdrawals(monkeypatch)
     try:
         index.add(mine[20:], concurrent=True)
     finally:
         other.close()
     assert seen[0] is not None
     assert seen[0].verdicts  # pairs with the stored documents were judged before the lock
+    # Its contents were written before the lock, with ids taken before `theirs` took theirs, and
+    # they stood: nobody stored or dropped a text it counted on.
+    assert seen[0].written is not None
+    assert withdrawn == []
     ((judged, total),) = reused
     assert 0 < judged < total  # those were not verified again; the pairs with `theirs` were
     truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.8)
+    assert {(a, b) for a, b, *_ in index.pairs()} == set(truth)
+
+
+def _count_withdrawals(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record how many contents written before the turn each batch withdraws."""
+    calls: list[int] = []
+    withdraw = Writer._withdraw
+
+    def counting(self: Writer, written: BatchPlan) -> None:
+        calls.append(int(written.new_ids.size))
+        withdraw(self, written)
+
+    monkeypatch.setattr(Writer, "_withdraw", counting)
+    return calls
+
+
+def _between_prework_and_turn(
+    monkeypatch: pytest.MonkeyPatch, act: Callable[[], object]
+) -> list[Prework | None]:
+    """Run ``act`` once, after the first batch's prework and before its turn at the lock."""
+    prework = Writer._prework
+    seen: list[Prework | None] = []
+
+    def then_act(self: Writer, batch: Batch, sketch: Sketch) -> Prework | None:
+        pre = prework(self, batch, sketch)
+        if not seen:
+            seen.append(pre)
+            act()
+        return pre
+
+    monkeypatch.setattr(Writer, "_prework", then_act)
+    return seen
+
+
+def test_a_new_text_another_writer_stores_meanwhile_is_written_once(
+    make_index: Callable[..., Any], database_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = planted_corpus(n_sources=20, copies=1, seed=4)
+    stored, mine = docs[:20], docs[20:]
+    same_text = ("theirs", mine[5][1])  # another id, exactly the text of one of mine
+    index = make_index(threshold=0.8, bands=64, rows=2)
+    index.add(stored)
+    other = Index.open(database_url, index.name, schema=schema)
+    seen = _between_prework_and_turn(monkeypatch, lambda: other.add([same_text]))
+    withdrawn = _count_withdrawals(monkeypatch)
+    try:
+        index.add(mine, concurrent=True)
+    finally:
+        other.close()
+    assert seen[0] is not None
+    assert seen[0].written is not None
+    assert withdrawn == [seen[0].written.new_ids.size]  # its contents went again, in its turn
+    # The state one writer reaches adding the same in the order they committed: the text stored once.
+    one = make_index(threshold=0.8, bands=64, rows=2)
+    one.add(stored)
+    one.add([same_text])
+    one.add(mine)
+    got = collection_state(database_url, schema, index.name)
+    assert got.comparable() == collection_state(database_url, schema, one.name).comparable()
+    assert got.contents == len({text for _, text in [*docs, same_text]})
+    assert got.dangling == 0
+    truth = brute_force_pairs([*docs, same_text], Params(bands=64, rows=2), 0.8)
+    assert {(a, b) for a, b, *_ in index.pairs()} == set(truth)
+
+
+def test_a_stored_text_another_writer_drops_meanwhile_is_written_again(
+    make_index: Callable[..., Any], database_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = planted_corpus(n_sources=20, copies=1, seed=5)
+    stored, mine = docs[:20], docs[20:]
+    reused = ("again", stored[3][1])  # one of mine has a stored document's exact text
+    index = make_index(threshold=0.8, bands=64, rows=2)
+    index.add(stored)
+    other = Index.open(database_url, index.name, schema=schema)
+    seen = _between_prework_and_turn(monkeypatch, lambda: other.remove([stored[3][0]]))
+    withdrawn = _count_withdrawals(monkeypatch)
+    try:
+        index.add([*mine, reused], concurrent=True)
+    finally:
+        other.close()
+    assert seen[0] is not None
+    assert seen[0].written is not None
+    assert withdrawn == [seen[0].written.new_ids.size]
+    one = make_index(threshold=0.8, bands=64, rows=2)
+    one.add(stored)
+    one.remove([stored[3][0]])
+    one.add([*mine, reused])
+    got = collection_state(database_url, schema, index.name)
+    assert got.comparable() == collection_state(database_url, schema, one.name).comparable()
+    assert got.dangling == 0
+    kept = [d for d in [*docs, reused] if d[0] != stored[3][0]]
+    truth = brute_force_pairs(kept, Params(bands=64, rows=2), 0.8)
     assert {(a, b) for a, b, *_ in index.pairs()} == set(truth)

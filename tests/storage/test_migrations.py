@@ -163,3 +163,33 @@ def test_0005_counts_writes_from_zero_and_downgrades(database_url: str, fresh_sc
             (fresh_schema,),
         ).fetchall()
     assert ("writes",) not in columns
+
+
+def _hash_index(url: str, schema: str) -> tuple[str, bool] | None:
+    """The index on contents (collection_id, content_hash): its name and whether it is unique."""
+    with psycopg.connect(psycopg_url(url)) as conn:
+        row = conn.execute(
+            "SELECT i.relname, x.indisunique FROM pg_index x "
+            "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
+            "JOIN pg_namespace n ON n.oid = t.relnamespace "
+            "WHERE n.nspname = %s AND t.relname = 'contents' "
+            "AND pg_get_indexdef(x.indexrelid) LIKE '%%(collection_id, content_hash)'",
+            (schema,),
+        ).fetchone()
+    return None if row is None else (str(row[0]), bool(row[1]))
+
+
+def test_0006_makes_the_content_hash_index_plain_keeping_data_and_downgrades(
+    database_url: str, fresh_schema: str
+) -> None:
+    migrate.upgrade(database_url, fresh_schema, "0005")
+    assert _hash_index(database_url, fresh_schema) == ("contents_hash_key", True)
+    with Index.create(database_url, "before", schema=fresh_schema) as index:
+        index.add([("a", "some text to store here"), ("b", "some text to store here")])
+    migrate.upgrade(database_url, fresh_schema)
+    assert _hash_index(database_url, fresh_schema) == ("contents_hash_idx", False)
+    with Index.open(database_url, "before", schema=fresh_schema) as index:
+        index.add([("c", "some text to store here"), ("d", "other words entirely")])
+        assert index.stats().contents == 2  # hashes are still matched: one content for a, b, c
+    migrate.downgrade(database_url, fresh_schema, "0005")
+    assert _hash_index(database_url, fresh_schema) == ("contents_hash_key", True)

@@ -74,8 +74,8 @@ def candidate_pairs(groups: Ragged, first_new: int = 0) -> npt.NDArray[np.int64]
     """Distinct pairs (a, b), a < b, sharing a group, with b >= ``first_new``; sorted, shape n x 2.
 
     ``groups`` holds the ids of the documents in each (band, bucket), one group each; ids below
-    ``first_new`` are documents whose pairs among themselves are already known. Pairs that meet in
-    several bands are returned once.
+    ``first_new`` (negative ones too) are documents whose pairs among themselves are already known.
+    Pairs that meet in several bands are returned once.
     """
     members = np.asarray(groups.values, dtype=np.int64)
     offsets = np.asarray(groups.offsets, dtype=np.int64)
@@ -90,7 +90,7 @@ def candidate_pairs(groups: Ragged, first_new: int = 0) -> npt.NDArray[np.int64]
     pairs = _kernels.group_pairs(members, offsets, int(first_new))
     if pairs.shape[0] == 0:
         return pairs
-    if pairs.max() < 2**31:
+    if pairs.min() >= -(2**31) and pairs.max() < 2**31:
         # One int64 key per pair makes the distinct step a flat sort, ~10x faster than unique(axis=0).
         keys = np.unique((pairs[:, 0] << 32) | pairs[:, 1])
         return np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1)

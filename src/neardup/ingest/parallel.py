@@ -6,11 +6,12 @@ chunks; every writer opens the collection on its own connection and adds what it
 batches, as ``Index.add`` does. All of one id's records go to one writer, so no two writers ever
 hold the same id, and the state at the end is that of one writer given the whole input.
 
-Each writer reads, sketches, probes the stored buckets and verifies its candidates on its own,
-before its batch's turn at the collection's lock (``Index.add(concurrent=True)``, writer.py's
-``Prework``); in its turn, which is what keeps the pairs table complete between batches committed
-by different processes, it writes (COPY, which a distributed collection fans out) and verifies
-only the pairs with what the other writers committed meanwhile. Where a batch fails,
+Each writer reads, sketches, probes the stored buckets, verifies its candidates and COPYs its new
+contents and signatures on its own, before its batch's turn at the collection's lock
+(``Index.add(concurrent=True)``, writer.py's ``Prework``); in its turn, which is what keeps the
+pairs table complete between batches committed by different processes, it writes documents and
+bucket rows (COPY, which a distributed collection fans out) and verifies only the pairs with what
+the other writers committed meanwhile. Where a batch fails,
 the batches committed before it stay, as with one writer: the same command run again finishes.
 """
 

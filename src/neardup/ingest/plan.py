@@ -9,7 +9,7 @@ of the new contents, and whether the bucket rows go in as a bulk load.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -78,7 +78,8 @@ class BatchPlan:
     new_ids: npt.NDArray[np.int64]
     """Their content ids, consecutive from ``first_new``."""
     first_new: int
-    """The first new content id: every stored content id is below it."""
+    """The first new content id. New content ids are ``first_new`` to ``end_new`` (exclusive) and
+    no stored content id is in that range; stored ids may be above it (``rebased``)."""
     bearing_ids: npt.NDArray[np.int64]
     """The new contents with at least one shingle (empty texts are never anyone's duplicate)."""
     keys: npt.NDArray[np.int64]
@@ -87,8 +88,36 @@ class BatchPlan:
     """Whether the bucket rows go into an unindexed partition whose index is built afterwards."""
     empty: int
     """Documents written whose text has no shingle."""
-    next_ids: tuple[int, int]
-    """The collection's (next content id, next document id) once the batch is written."""
+    next_doc_id: int
+    """The collection's next document id once the batch is written."""
+
+    @property
+    def end_new(self) -> int:
+        """One past the last new content id."""
+        return self.first_new + int(self.new_ids.size)
+
+    def is_new(self, content_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Whether each content id is one of the batch's new contents."""
+        return (content_ids >= self.first_new) & (content_ids < self.end_new)
+
+    def new_hashes(self, sketch: Sketch) -> list[bytes]:
+        """The content hashes of the new contents, in id order."""
+        return [sketch.content_hashes[p] for p in self.new_positions.tolist()]
+
+    def rebased(self, first_new: int) -> BatchPlan:
+        """The same plan with the new contents' ids moved to start at ``first_new`` (ids taken by
+        ``catalog.reserve``): stored content ids stay as they are."""
+        shift = first_new - self.first_new
+        if shift == 0:
+            return self
+        moved = self.is_new(self.doc_contents)
+        return replace(
+            self,
+            doc_contents=np.where(moved, self.doc_contents + shift, self.doc_contents),
+            new_ids=self.new_ids + shift,
+            first_new=first_new,
+            bearing_ids=self.bearing_ids + shift,
+        )
 
 
 class KeyFunction(Protocol):
@@ -155,5 +184,5 @@ def plan_batch(
         keys=band_keys(sketch.signatures[new_positions[bearing]]),
         bulk=next_content_id == 1 or not indexed,
         empty=int(np.count_nonzero(sketch.shingle_counts[doc_positions] == 0)),
-        next_ids=(next_content_id + new_ids.size, next_doc_id + doc_positions.size),
+        next_doc_id=next_doc_id + doc_positions.size,
     )

@@ -1,6 +1,6 @@
 """Writing a collection: batches of documents, removals and rebuilds, each one transaction.
 
-A batch goes: lock the collection's row (writers to one collection take turns), read what is
+A batch goes: take the collection's writer lock (writers to one collection take turns), read what is
 stored under the batch's ids and content hashes (one statement), plan it in memory
 (``plan.plan_batch``), write contents, signatures, documents and bucket rows by binary COPY while a
 second connection probes the stored buckets for the batch's keys, group the candidates in memory,
@@ -18,11 +18,16 @@ reads all its shared buckets (the bulk path) and builds the index itself. Either
 found. Readers meanwhile scan the partition instead of probing an index: slower, and the same answers.
 
 With other writers about (``add(..., concurrent=True)``, as ``neardup add --jobs`` runs its
-writers), each batch first probes and verifies against what is committed, in a snapshot of its
-own and without the lock (``Prework``), while other writers hold their turn. In its turn it finds
-its candidates as always, and verifies only those it had not judged: pairs with what other
-writers committed meanwhile. If nobody wrote in between (the write counter did not move), the
-probe is not repeated either. Candidates are still found under the lock, so completeness is kept.
+writers), each batch does its heavy work before its turn at the collection's lock, while other
+writers hold theirs (``Prework``): it probes and verifies against what is committed, in a snapshot
+on the second connection, takes content ids for its new texts (``catalog.reserve``, committed at
+once) and COPYs their contents and signatures inside its own transaction. In its turn it matches its
+ids and hashes again against what is committed: if another writer stored one of its new texts
+meanwhile, or dropped a content it reused, it deletes what it wrote and writes its contents there
+and then; else what it wrote stands. It then finds its candidates as always, so completeness is
+kept, and verifies only those it had not judged: pairs with what other writers committed meanwhile. If nobody wrote in between (the write counter did not move), the probe is not
+repeated either. Documents (whose external ids must stay unique) and bucket rows (whose index an
+ingest may drop and build, which would wait for every open writer) are written in the turn.
 """
 
 from __future__ import annotations
@@ -95,21 +100,25 @@ class AddResult:
 
 @dataclass(frozen=True)
 class Prework:
-    """What a batch learned before its turn at the collection's lock: the write counter of its
-    snapshot, the stored members of its buckets then, and its verdict on each candidate pair it
-    verified (``pair_keys``: similarity, or -1 below the threshold)."""
+    """What a batch did before its turn at the collection's lock: the write counter of its
+    snapshot, the stored members of its buckets then, its verdict on each candidate pair it
+    verified (``pair_keys``: similarity, or -1 below the threshold), and the plan whose new
+    contents and signatures it wrote (None if it wrote none)."""
 
     writes: int
     stored: tuple[np.ndarray, ...]
     verdicts: dict[tuple[int, int], float]
+    written: BatchPlan | None = None
 
 
 def pair_keys(cand: npt.NDArray[np.int64], plan: BatchPlan) -> list[tuple[int, int]]:
     """Keys of candidate pairs (stored or new content, new content) that survive a change of the
     batch's content ids: a stored content by its id, a new one by its position in the batch
     (a stored one as is, a new one as ``-1 - position`` on the left)."""
-    first, positions = plan.first_new, plan.new_positions.tolist()
-    return [(a if a < first else -1 - positions[a - first], positions[b - first]) for a, b in cand.tolist()]
+    first, end, positions = plan.first_new, plan.end_new, plan.new_positions.tolist()
+    return [
+        (-1 - positions[a - first] if first <= a < end else a, positions[b - first]) for a, b in cand.tolist()
+    ]
 
 
 def batch_sizes(batch_size: int) -> Iterator[int]:
@@ -195,13 +204,16 @@ class Writer:
                 while (ready := self._next(upcoming)) is not None:
                     batch, sketch, following = ready
                     upcoming = pool.submit(prepare, following)
-                    with translated(f"adding {batch.where} to {self.name!r}"):
+                    with (
+                        translated(f"adding {batch.where} to {self.name!r}"),
+                        clock.stage("batch transaction, commit included"),
+                        transaction(self._conn),
+                    ):
                         pre = None
                         if concurrent:
-                            with clock.stage("before the lock: probe and verify"):
+                            with clock.stage("before the lock: probe, verify, write contents"):
                                 pre = self._prework(batch, sketch)
-                        with clock.stage("batch transaction, commit included"), transaction(self._conn):
-                            total += self._write(batch, sketch, pool, may_defer=batch.start == 0, pre=pre)
+                        total += self._write(batch, sketch, pool, may_defer=batch.start == 0, pre=pre)
                     if progress is not None:
                         progress(total)
                 self._end_deferral()
@@ -303,10 +315,13 @@ class Writer:
         pre: Prework | None = None,
     ) -> AddResult:
         """Write one checked and sketched batch inside the caller's transaction. With ``pool``, the
-        stored buckets are probed on the second connection meanwhile. ``may_defer``: the first
-        batch of an ingest, which defers the bucket index if the collection is empty. ``pre``:
-        what the batch found before the lock; its probe stands if nobody wrote since."""
+        stored buckets are probed on the second connection meanwhile, and content ids are taken
+        there too; without it (a rebuild, one transaction) they are taken in this one.
+        ``may_defer``: the first batch of an ingest, which defers the bucket index if the collection
+        is empty. ``pre``: what the batch did before the lock; its probe stands if nobody wrote
+        since, and its contents if nobody stored or dropped one it counted on."""
         scope, clock = self._scope, self._clock
+        written = pre.written if pre is not None else None
         with clock.stage("lock, match ids and content hashes"):
             row = self._lock()
             if may_defer and row.next_content_id == 1:
@@ -315,18 +330,33 @@ class Writer:
             elif self._memory is not None and row.writes != self._writes:
                 self._memory = None  # another writer came between: this batch finds the index or builds it
             if self._memory is None:
-                stored = document_rows.match(scope, batch.ids, sketch.content_hashes)
+                # What is committed: the batch's own contents, written before the lock, are not.
+                if written is None:
+                    stored = document_rows.match(scope, batch.ids, sketch.content_hashes)
+                else:
+                    second = self._second_scope()
+                    with second.conn.transaction():
+                        stored = document_rows.match(second, batch.ids, sketch.content_hashes)
                 indexed = row.next_content_id == 1 or buckets.has_index(scope)
             else:
                 stored = self._memory_match(self._memory, sketch.content_hashes)
                 indexed = False
         with clock.stage("plan"):
             plan = self._plan(batch, sketch, stored, row, indexed=indexed)
+            new_hashes = plan.new_hashes(sketch)
+            if written is not None and (self._memory is not None or new_hashes != written.new_hashes(sketch)):
+                # Another writer stored one of the batch's new texts, or dropped a content it reused,
+                # since its snapshot: its contents are written again, here, with fresh ids.
+                self._withdraw(written)
+                written = None
+            if written is not None:
+                plan = plan.rebased(written.first_new)
+            elif plan.new_ids.size:
+                plan = plan.rebased(self._reserve(plan.new_ids.size, here=pool is None))
         if self._memory is not None and plan.replaced_docs:
             # Never in an ingest that began on an empty collection with distinct ids; if it were,
             # the rows held would go stale with the deletes: the bulk path reads the partition.
             self._memory = None
-        new_hashes = [sketch.content_hashes[p] for p in plan.new_positions.tolist()]
         if self._memory is not None:
             self._memory.add_contents(new_hashes, plan.new_ids.tolist())
         probe: Future[tuple[np.ndarray, ...]] | None = None
@@ -340,15 +370,9 @@ class Writer:
             probe = pool.submit(self._probe, plan.keys)
         with clock.stage("delete replaced documents"):
             old_contents = document_rows.delete(scope, plan.replaced_docs) if plan.replaced_docs else []
-        if plan.new_ids.size:
+        if plan.new_ids.size and written is None:
             with clock.stage("contents and signatures: binary COPY"):
-                contents.insert(
-                    scope,
-                    plan.new_ids,
-                    new_hashes,
-                    sketch.shingle_counts[plan.new_positions],
-                    sketch.signatures[plan.new_positions],
-                )
+                self._insert_contents(plan, sketch)
         positions = plan.doc_positions.tolist()
         with clock.stage("documents: binary COPY"):
             document_rows.insert(
@@ -363,9 +387,43 @@ class Writer:
             dropped = self._drop_orphans(old_contents) if old_contents else []
         new_pairs = self._pair_new_contents(plan, sketch, probe, dropped, pre.verdicts if pre else None)
         with clock.stage("advance the id counters"):
-            self._writes = catalog.advance(scope, *plan.next_ids)
+            self._writes = catalog.advance(scope, plan.next_doc_id)
         replaced = len(plan.replaced_docs)
         return AddResult(plan.doc_ids.size - replaced, replaced, plan.unchanged, new_pairs, plan.empty)
+
+    def _insert_contents(self, plan: BatchPlan, sketch: Sketch) -> None:
+        """Store the plan's new contents and their signatures (binary COPY in ``contents.insert``)."""
+        contents.insert(
+            self._scope,
+            plan.new_ids,
+            plan.new_hashes(sketch),
+            sketch.shingle_counts[plan.new_positions],
+            sketch.signatures[plan.new_positions],
+        )
+
+    def _withdraw(self, written: BatchPlan) -> None:
+        """Delete the contents and signatures a batch wrote before its turn (nothing else names
+        them yet). A DELETE, not a rollback to a savepoint, which would also release the lock
+        taken since."""
+        with self._clock.stage("contents written before the lock, withdrawn"):
+            contents.delete(self._scope, written.new_ids.tolist())
+
+    def _reserve(self, count: int, *, here: bool) -> int:
+        """Take ``count`` content ids: in this transaction (``here``: it may already hold the
+        collection's row, as a rebuild does), else at once on the second connection, so that the
+        row is held for no longer than the update itself."""
+        return catalog.reserve(self._scope if here else self._second_scope(), count)
+
+    def _second(self) -> Connection:
+        """The second connection (probes, snapshots, id reservations), opened on first use."""
+        if self._reader is None:
+            self._reader = connect(self._url)
+        return self._reader
+
+    def _second_scope(self) -> Scope:
+        """This writer's scope on the second connection."""
+        s = self._scope
+        return Scope(self._second(), s.schema, s.collection_id, s.distributed)
 
     def _plan(
         self,
@@ -399,10 +457,8 @@ class Writer:
     def _probe(self, keys: npt.NDArray[np.int64]) -> tuple[np.ndarray, ...]:
         """Stored (band, bucket, content) rows sharing a bucket with ``keys``, read on the second
         connection."""
-        if self._reader is None:
-            self._reader = connect(self._url)
-        with self._reader.transaction():
-            scope = Scope(self._reader, self._scope.schema, self._scope.collection_id)
+        scope = self._second_scope()
+        with scope.conn.transaction():
             return buckets.members_of(scope, *distinct_keys(keys))
 
     def _lock(self) -> catalog.CollectionRow:
@@ -474,9 +530,16 @@ class Writer:
                     alive = ~np.isin(stored[2], np.asarray(dropped, dtype=np.int64))
                     stored = tuple(column[alive] for column in stored)
             with clock.stage("group buckets"):
+                # Contents stored by writers that took their ids after this batch (possible when it
+                # took them before its turn) are above its range; negated, they sort below it, so
+                # that the kernel pairs them with new contents only.
+                far = stored[2] >= plan.end_new
+                if far.any():
+                    stored = (stored[0], stored[1], np.where(far, -stored[2], stored[2]))
                 groups = bucket_groups(*(np.concatenate([s, n]) for s, n in zip(stored, rows, strict=True)))
         with clock.stage("candidate pairs"):
             cand = candidate_pairs(groups, first_new=plan.first_new)
+            cand[:, 0] = np.abs(cand[:, 0])
         if cand.shape[0] == 0:
             return 0
         if verdicts:
@@ -508,53 +571,67 @@ class Writer:
         )
 
     def _prework(self, batch: Batch, sketch: Sketch) -> Prework | None:
-        """Probe and verify ``batch`` against what is committed, in one snapshot and without the
-        lock (other writers take their turns meanwhile); None where the batch will be written in
+        """Before the batch's turn at the lock, inside its transaction: probe and verify it against
+        what is committed, in one snapshot on the second connection, then take ids for its new
+        contents and COPY them with their signatures. None where the batch will be written in
         bulk or with the bucket index deferred, which find candidates their own way."""
-        scope = self._scope
-        with transaction(self._conn):
-            read_snapshot(self._conn, read_only=False)  # members_of may fill a temporary table
-            row = catalog.get(scope, self.name)
-            if row is None or row.collection_id != scope.collection_id or row.next_content_id == 1:
+        second = self._second_scope()
+        with second.conn.transaction():
+            read_snapshot(second.conn, read_only=False)  # members_of may fill a temporary table
+            row = catalog.get(second, self.name)
+            if row is None or row.collection_id != second.collection_id or row.next_content_id == 1:
                 return None
-            if self._memory is not None or not buckets.has_index(scope):
+            if self._memory is not None or not buckets.has_index(second):
                 return None
-            stored = document_rows.match(scope, batch.ids, sketch.content_hashes)
+            stored = document_rows.match(second, batch.ids, sketch.content_hashes)
             plan = self._plan(batch, sketch, stored, row, indexed=True)
-            if plan.bearing_ids.size == 0:
-                return Prework(row.writes, (), {})
-            members = buckets.members_of(scope, *distinct_keys(plan.keys))
-            rows = bucket_rows(plan.bearing_ids, plan.keys)
-            groups = bucket_groups(*(np.concatenate([m, n]) for m, n in zip(members, rows, strict=True)))
-            cand = candidate_pairs(groups, first_new=plan.first_new)
+            members: tuple[np.ndarray, ...] = ()
             verdicts: dict[tuple[int, int], float] = {}
-            if cand.shape[0]:
-                left, right, sim = self._verify(cand, plan, sketch)
-                verdicts = dict.fromkeys(pair_keys(cand, plan), -1.0)
-                accepted = pair_keys(np.stack([left, right], axis=1), plan)
-                verdicts.update(zip(accepted, sim.tolist(), strict=True))
-        return Prework(row.writes, members, verdicts)
+            if plan.bearing_ids.size:
+                members = buckets.members_of(second, *distinct_keys(plan.keys))
+                rows = bucket_rows(plan.bearing_ids, plan.keys)
+                groups = bucket_groups(*(np.concatenate([m, n]) for m, n in zip(members, rows, strict=True)))
+                cand = candidate_pairs(groups, first_new=plan.first_new)
+                if cand.shape[0]:
+                    left, right, sim = self._verify(cand, plan, sketch, second)
+                    verdicts = dict.fromkeys(pair_keys(cand, plan), -1.0)
+                    accepted = pair_keys(np.stack([left, right], axis=1), plan)
+                    verdicts.update(zip(accepted, sim.tolist(), strict=True))
+        if not plan.new_ids.size:
+            return Prework(row.writes, members, verdicts)
+        plan = plan.rebased(self._reserve(plan.new_ids.size, here=False))
+        with self._clock.stage("contents and signatures: binary COPY"):
+            self._insert_contents(plan, sketch)
+        return Prework(row.writes, members, verdicts, plan)
 
     def _verify(
-        self, cand: npt.NDArray[np.int64], plan: BatchPlan | None, sketch: Sketch | None
+        self,
+        cand: npt.NDArray[np.int64],
+        plan: BatchPlan | None,
+        sketch: Sketch | None,
+        scope: Scope | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The candidate pairs whose similarity (exact, or estimated without text) reaches the
-        threshold. Contents from ``plan.first_new`` on are the batch's (in ``sketch``); the others
-        are read from the store."""
+        threshold. The plan's new contents are the batch's (in ``sketch``); the others are read
+        from the store, on ``scope`` (this writer's, unless given)."""
         threshold, num_perm = self.config.threshold, self.config.params.num_perm
+        scope = scope or self._scope
         ids = np.unique(cand)
-        first_new = plan.first_new if plan is not None else int(ids[-1]) + 1
-        old, new = ids[ids < first_new], ids[ids >= first_new]
+        is_new = plan.is_new(ids) if plan is not None else np.zeros(ids.size, dtype=bool)
+        old, new = ids[~is_new], ids[is_new]
         # Sketch rows of the batch's new contents: new ids are consecutive from first_new.
-        new_rows = plan.new_positions[new - first_new] if plan is not None else np.empty(0, np.int64)
+        new_rows = plan.new_positions[new - plan.first_new] if plan is not None else np.empty(0, np.int64)
+        # Local row r < len(old) is old[r]; the rest follow new's order.
+        local = np.empty(ids.size, dtype=np.int64)
+        local[np.flatnonzero(~is_new)] = np.arange(old.size)
+        local[np.flatnonzero(is_new)] = old.size + np.arange(new.size)
         clock = self._clock
         with clock.stage("verify: read stored signatures"):
-            old_ids, old_sigs = contents.signatures(self._scope, old.tolist(), num_perm)
+            old_ids, old_sigs = contents.signatures(scope, old.tolist(), num_perm)
         if old_ids.size != old.size:
             raise SchemaError(f"{old.size - old_ids.size} stored contents have no signature")
-        # Local row r < len(old) is old[r]; the rest follow new's order; ids = concat(old, new) sorted.
         sigs = old_sigs if sketch is None else np.concatenate([old_sigs, sketch.signatures[new_rows]])
-        left, right = np.searchsorted(ids, cand[:, 0]), np.searchsorted(ids, cand[:, 1])
+        left, right = local[np.searchsorted(ids, cand[:, 0])], local[np.searchsorted(ids, cand[:, 1])]
         with clock.stage("verify: signature agreement"):
             agree = signature_agreement(sigs, left, right)
         if not self.config.store_text:
@@ -565,7 +642,7 @@ class Writer:
         needed = np.unique(np.concatenate([left, right]))
         needed = needed[needed < old.size]
         with clock.stage("verify: read stored texts"):
-            stored_texts = document_rows.texts(self._scope, old[needed].tolist())
+            stored_texts = document_rows.texts(scope, old[needed].tolist())
         with clock.stage("verify: shingle sets and exact Jaccard"):
             old_sets = self.sketcher.shingles([stored_texts[i] for i in old[needed].tolist()])
             # Shingle sets in local row order: old rows that are not needed get empty sets.
@@ -584,6 +661,7 @@ class Writer:
         smallest content id)."""
         if left.size == 0:
             return
+        left, right = np.minimum(left, right), np.maximum(left, right)  # stored as content_a < content_b
         with self._clock.stage("pairs: binary COPY"):
             verified_pairs.insert(
                 self._scope, left, right, sim, EXACT if self.config.store_text else ESTIMATE

@@ -1,5 +1,5 @@
 """The catalog of collections (the collections table): one row per independent index, with its
-parameters and id counters; its row lock is how writers to one collection take turns."""
+parameters and id counters; a lock on its name is how writers to one collection take turns."""
 
 from __future__ import annotations
 
@@ -48,20 +48,35 @@ def _row(values: tuple[Any, ...] | None) -> CollectionRow | None:
 
 
 def get(scope: Scope, name: str, *, lock: bool = False) -> CollectionRow | None:
-    """The collection called ``name``, or None; ``lock`` holds its row until the transaction ends,
-    which is how writers to one collection take turns.
+    """The collection called ``name``, or None; ``lock`` first takes the collection's writer lock
+    until the transaction ends, which is how writers to one collection take turns.
 
-    On a distributed collection (``scope.distributed``) the lock is an advisory lock on the
-    collection's name instead: Citus locks the whole reference table for ``FOR UPDATE`` on one of
-    its rows, which would make writers to different collections take turns too.
+    The writer lock is an advisory lock on the collection's name, not a lock on its row: the row
+    stays free for ``reserve``, which concurrent writers call outside their turns (and on Citus a
+    ``FOR UPDATE`` on one row of a reference table locks the whole table).
     """
-    if lock and scope.distributed:
+    if lock:
         scope.conn.execute(
             "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"neardup:{scope.schema}:writer:{name}",)
         )
-    row_lock = " FOR UPDATE" if lock and not scope.distributed else ""
-    query = f"SELECT {_COLUMNS} FROM {{s}}.collections WHERE name = %s{row_lock}"
+    query = f"SELECT {_COLUMNS} FROM {{s}}.collections WHERE name = %s"
     return _row(scope.conn.execute(scope.sql(query), (name,)).fetchone())
+
+
+def reserve(scope: Scope, count: int) -> int:
+    """Take ``count`` consecutive content ids for the collection and return the first. Run in a
+    transaction of its own (autocommit), the ids are taken at once and for good, whoever holds the
+    writer lock; a batch that fails leaves a gap, never a reused id."""
+    row = scope.conn.execute(
+        scope.sql(
+            "UPDATE {s}.collections SET next_content_id = next_content_id + %s "
+            "WHERE collection_id = %s RETURNING next_content_id - %s"
+        ),
+        (count, scope.collection_id, count),
+    ).fetchone()
+    if row is None:
+        raise InternalError(f"collection {scope.collection_id} has no row to reserve ids from")
+    return int(row[0])
 
 
 def lock_name(scope: Scope, name: str) -> None:
@@ -103,15 +118,15 @@ def insert(
     return row
 
 
-def advance(scope: Scope, next_content_id: int, next_doc_id: int) -> int:
-    """Store the id counters after a batch, touch ``updated_at`` and count the write; returns the
-    write counter as this transaction leaves it."""
+def advance(scope: Scope, next_doc_id: int) -> int:
+    """Store the document id counter after a batch (content ids are taken by ``reserve``), touch
+    ``updated_at`` and count the write; returns the write counter as this transaction leaves it."""
     row = scope.conn.execute(
         scope.sql(
-            "UPDATE {s}.collections SET next_content_id = %s, next_doc_id = %s, updated_at = now(), "
+            "UPDATE {s}.collections SET next_doc_id = %s, updated_at = now(), "
             "writes = writes + 1 WHERE collection_id = %s RETURNING writes"
         ),
-        (next_content_id, next_doc_id, scope.collection_id),
+        (next_doc_id, scope.collection_id),
     ).fetchone()
     if row is None:
         raise InternalError(f"collection {scope.collection_id} has no row to advance")
@@ -151,4 +166,8 @@ def clear(scope: Scope) -> None:
     if scope.distributed:
         scope.conn.execute(scope.sql(f"DELETE FROM {{{KEY_TABLE}_p}}"))
     scope.conn.execute(scope.sql("TRUNCATE {buckets_p}"))
-    advance(scope, 1, 1)
+    scope.conn.execute(
+        scope.sql("UPDATE {s}.collections SET next_content_id = 1 WHERE collection_id = %s"),
+        (scope.collection_id,),
+    )
+    advance(scope, 1)

@@ -35,13 +35,10 @@ _LAYOUT = (
 
 # Constraints Citus cannot enforce (a unique key must contain the distribution column), and what
 # replaces them: a plain index for the lookups, and a key that does contain it. External ids stay
-# unique through document_keys, distributed by external id; content hashes through neardup's
-# writers, which take turns on a collection (its row lock) and look up a batch's hashes before
-# writing (docs/distributed.md).
+# unique through document_keys, distributed by external id. (Content hashes are kept unique by
+# neardup's writers on every schema since migration 0006: docs/distributed.md.)
 _RESHAPE = (
     "ALTER TABLE {s}.labels DROP CONSTRAINT labels_collection_fkey",
-    "ALTER TABLE {s}.contents DROP CONSTRAINT contents_hash_key",
-    "CREATE INDEX contents_hash_idx ON {s}.contents (collection_id, content_hash)",
     "ALTER TABLE {s}.documents DROP CONSTRAINT documents_external_id_key",
     "CREATE INDEX documents_external_id_idx ON {s}.documents (collection_id, external_id)",
     "ALTER TABLE {s}.documents DROP CONSTRAINT documents_pkey",

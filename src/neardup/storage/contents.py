@@ -27,7 +27,7 @@ def insert(
     signatures: npt.NDArray[np.uint32],
 ) -> None:
     """Insert new contents (each its own cluster) and their signatures, with binary COPY; contents
-    in hash order, so the unique index on the hash takes them in sequence, not at random."""
+    in hash order, so the index on the hash takes them in sequence, not at random."""
     n = content_ids.shape[0]
     by_hash = np.asarray(sorted(range(n), key=hashes.__getitem__), dtype=np.int64)
     coll = np.full(n, scope.collection_id, dtype=np.int32)

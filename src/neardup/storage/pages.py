@@ -188,7 +188,7 @@ def pair(scope: Scope, id_a: str, id_b: str) -> tuple[float, str] | None:
 
 def drop_collection(scope: Scope, name: str) -> bool:
     """Drop a collection with its partitions and labels, in one transaction; False when it does
-    not exist. Writers of the collection finish first (its row lock)."""
+    not exist. Writers of the collection finish first (its writer lock)."""
     with translated(f"dropping collection {name!r}"), transaction(scope.conn):
         catalog.lock_name(scope, name)
         found = catalog.get(scope, name)
