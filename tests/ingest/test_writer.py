@@ -73,9 +73,9 @@ def _count_withdrawals(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     withdraw = Writer._withdraw
 
-    def counting(self: Writer, written: BatchPlan) -> None:
-        calls.append(int(written.new_ids.size))
-        withdraw(self, written)
+    def counting(self: Writer, content_ids: list[int]) -> None:
+        calls.append(len(content_ids))
+        withdraw(self, content_ids)
 
     monkeypatch.setattr(Writer, "_withdraw", counting)
     return calls
@@ -116,7 +116,7 @@ def test_a_new_text_another_writer_stores_meanwhile_is_written_once(
         other.close()
     assert seen[0] is not None
     assert seen[0].written is not None
-    assert withdrawn == [seen[0].written.new_ids.size]  # its contents went again, in its turn
+    assert withdrawn == [1]  # the content it wrote for that text went; the others stood
     # The state one writer reaches adding the same in the order they committed: the text stored once.
     one = make_index(threshold=0.8, bands=64, rows=2)
     one.add(stored)
@@ -147,7 +147,7 @@ def test_a_stored_text_another_writer_drops_meanwhile_is_written_again(
         other.close()
     assert seen[0] is not None
     assert seen[0].written is not None
-    assert withdrawn == [seen[0].written.new_ids.size]
+    assert withdrawn == [seen[0].written.new_ids.size]  # all went, and were written again
     one = make_index(threshold=0.8, bands=64, rows=2)
     one.add(stored)
     one.remove([stored[3][0]])

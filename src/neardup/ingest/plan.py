@@ -76,10 +76,11 @@ class BatchPlan:
     new_positions: npt.NDArray[np.int64]
     """The first position of each new content (distinct normalised text not stored before)."""
     new_ids: npt.NDArray[np.int64]
-    """Their content ids, consecutive from ``first_new``."""
+    """Their content ids: consecutive from ``first_new`` as planned and ``rebased``; a subset of
+    such a range after ``with_new_ids``."""
     first_new: int
-    """The first new content id. New content ids are ``first_new`` to ``end_new`` (exclusive) and
-    no stored content id is in that range; stored ids may be above it (``rebased``)."""
+    """No new content id is below it. A stored content id at or above it was taken by another writer
+    after this batch took its own (``catalog.reserve`` before the batch's turn), never one of them."""
     bearing_ids: npt.NDArray[np.int64]
     """The new contents with at least one shingle (empty texts are never anyone's duplicate)."""
     keys: npt.NDArray[np.int64]
@@ -91,32 +92,43 @@ class BatchPlan:
     next_doc_id: int
     """The collection's next document id once the batch is written."""
 
-    @property
-    def end_new(self) -> int:
-        """One past the last new content id."""
-        return self.first_new + int(self.new_ids.size)
+    def slots(self, content_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The index in ``new_ids`` (and ``new_positions``) of each content id, -1 where it is not
+        one of the batch's new contents."""
+        ids = np.asarray(content_ids, dtype=np.int64)
+        if self.new_ids.size == 0:
+            return np.full(ids.shape, -1, dtype=np.int64)
+        order = np.argsort(self.new_ids, kind="stable")
+        at = order[np.minimum(np.searchsorted(self.new_ids, ids, sorter=order), order.size - 1)]
+        return np.where(self.new_ids[at] == ids, at, -1)
 
     def is_new(self, content_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         """Whether each content id is one of the batch's new contents."""
-        return (content_ids >= self.first_new) & (content_ids < self.end_new)
+        return self.slots(content_ids) >= 0
 
     def new_hashes(self, sketch: Sketch) -> list[bytes]:
         """The content hashes of the new contents, in id order."""
         return [sketch.content_hashes[p] for p in self.new_positions.tolist()]
 
     def rebased(self, first_new: int) -> BatchPlan:
-        """The same plan with the new contents' ids moved to start at ``first_new`` (ids taken by
+        """The same plan with the new contents' ids consecutive from ``first_new`` (ids taken by
         ``catalog.reserve``): stored content ids stay as they are."""
-        shift = first_new - self.first_new
-        if shift == 0:
+        if first_new == self.first_new:
             return self
-        moved = self.is_new(self.doc_contents)
+        return self.with_new_ids(first_new + np.arange(self.new_ids.size, dtype=np.int64), first_new)
+
+    def with_new_ids(self, new_ids: npt.NDArray[np.int64], first_new: int) -> BatchPlan:
+        """The same plan with these ids for its new contents (one each, in ``new_ids``' order, none
+        below ``first_new``): the documents and bucket rows of those contents follow."""
+        slot = self.slots(self.doc_contents)
+        bearing = self.slots(self.bearing_ids)
+        moved = new_ids[np.maximum(slot, 0)] if new_ids.size else self.doc_contents
         return replace(
             self,
-            doc_contents=np.where(moved, self.doc_contents + shift, self.doc_contents),
-            new_ids=self.new_ids + shift,
+            doc_contents=np.where(slot >= 0, moved, self.doc_contents),
+            new_ids=new_ids,
             first_new=first_new,
-            bearing_ids=self.bearing_ids + shift,
+            bearing_ids=new_ids[bearing],
         )
 
 

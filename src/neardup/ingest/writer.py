@@ -22,12 +22,13 @@ writers), each batch does its heavy work before its turn at the collection's loc
 writers hold theirs (``Prework``): it probes and verifies against what is committed, in a snapshot
 on the second connection, takes content ids for its new texts (``catalog.reserve``, committed at
 once) and COPYs their contents and signatures inside its own transaction. In its turn it matches its
-ids and hashes again against what is committed: if another writer stored one of its new texts
-meanwhile, or dropped a content it reused, it deletes what it wrote and writes its contents there
-and then; else what it wrote stands. It then finds its candidates as always, so completeness is
-kept, and verifies only those it had not judged: pairs with what other writers committed meanwhile. If nobody wrote in between (the write counter did not move), the probe is not
-repeated either. Documents (whose external ids must stay unique) and bucket rows (whose index an
-ingest may drop and build, which would wait for every open writer) are written in the turn.
+ids and hashes again against what is committed: if another writer stored some of its new texts
+meanwhile, it deletes what it wrote for those; if another dropped a content it reused, it deletes
+all it wrote and writes its contents there and then; the rest stands. It then finds its candidates
+as always, so completeness is kept, and verifies only those it had not judged: pairs with what
+other writers committed meanwhile. If nobody wrote in between (the write counter did not move), the
+probe is not repeated either. Documents (whose external ids must stay unique) and bucket rows (whose
+index an ingest may drop and build, which would wait for every open writer) are written in the turn.
 """
 
 from __future__ import annotations
@@ -115,10 +116,10 @@ def pair_keys(cand: npt.NDArray[np.int64], plan: BatchPlan) -> list[tuple[int, i
     """Keys of candidate pairs (stored or new content, new content) that survive a change of the
     batch's content ids: a stored content by its id, a new one by its position in the batch
     (a stored one as is, a new one as ``-1 - position`` on the left)."""
-    first, end, positions = plan.first_new, plan.end_new, plan.new_positions.tolist()
-    return [
-        (-1 - positions[a - first] if first <= a < end else a, positions[b - first]) for a, b in cand.tolist()
-    ]
+    left, right = plan.slots(cand[:, 0]), plan.slots(cand[:, 1])
+    positions = plan.new_positions
+    keys_left = np.where(left >= 0, -1 - positions[np.maximum(left, 0)], cand[:, 0])
+    return list(zip(keys_left.tolist(), positions[right].tolist(), strict=True))
 
 
 def batch_sizes(batch_size: int) -> Iterator[int]:
@@ -344,14 +345,22 @@ class Writer:
         with clock.stage("plan"):
             plan = self._plan(batch, sketch, stored, row, indexed=indexed)
             new_hashes = plan.new_hashes(sketch)
-            if written is not None and (self._memory is not None or new_hashes != written.new_hashes(sketch)):
-                # Another writer stored one of the batch's new texts, or dropped a content it reused,
-                # since its snapshot: its contents are written again, here, with fresh ids.
-                self._withdraw(written)
-                written = None
             if written is not None:
-                plan = plan.rebased(written.first_new)
-            elif plan.new_ids.size:
+                id_of = dict(zip(written.new_hashes(sketch), written.new_ids.tolist(), strict=True))
+                if self._memory is None and all(h in id_of for h in new_hashes):
+                    # Another writer may have stored some of the batch's new texts since its
+                    # snapshot: what it wrote for those goes, the rest stands.
+                    stale = id_of.keys() - set(new_hashes)
+                    if stale:
+                        self._withdraw(sorted(id_of[h] for h in stale))
+                    ids = np.array([id_of[h] for h in new_hashes], dtype=np.int64)
+                    plan = plan.with_new_ids(ids, written.first_new)
+                else:
+                    # Another writer dropped a content the batch reused: a text is new now that was
+                    # not then. Everything it wrote goes, and is written again with fresh ids.
+                    self._withdraw(written.new_ids.tolist())
+                    written = None
+            if written is None and plan.new_ids.size:
                 plan = plan.rebased(self._reserve(plan.new_ids.size, here=pool is None))
         if self._memory is not None and plan.replaced_docs:
             # Never in an ingest that began on an empty collection with distinct ids; if it were,
@@ -401,12 +410,12 @@ class Writer:
             sketch.signatures[plan.new_positions],
         )
 
-    def _withdraw(self, written: BatchPlan) -> None:
-        """Delete the contents and signatures a batch wrote before its turn (nothing else names
-        them yet). A DELETE, not a rollback to a savepoint, which would also release the lock
-        taken since."""
+    def _withdraw(self, content_ids: list[int]) -> None:
+        """Delete contents and signatures the batch wrote before its turn (nothing else names them
+        yet). A DELETE, not a rollback to a savepoint, which would also release the lock taken
+        since."""
         with self._clock.stage("contents written before the lock, withdrawn"):
-            contents.delete(self._scope, written.new_ids.tolist())
+            contents.delete(self._scope, content_ids)
 
     def _reserve(self, count: int, *, here: bool) -> int:
         """Take ``count`` content ids: in this transaction (``here``: it may already hold the
@@ -531,9 +540,9 @@ class Writer:
                     stored = tuple(column[alive] for column in stored)
             with clock.stage("group buckets"):
                 # Contents stored by writers that took their ids after this batch (possible when it
-                # took them before its turn) are above its range; negated, they sort below it, so
+                # took them before its turn) are above first_new; negated, they sort below it, so
                 # that the kernel pairs them with new contents only.
-                far = stored[2] >= plan.end_new
+                far = stored[2] >= plan.first_new
                 if far.any():
                     stored = (stored[0], stored[1], np.where(far, -stored[2], stored[2]))
                 groups = bucket_groups(*(np.concatenate([s, n]) for s, n in zip(stored, rows, strict=True)))
@@ -619,8 +628,8 @@ class Writer:
         ids = np.unique(cand)
         is_new = plan.is_new(ids) if plan is not None else np.zeros(ids.size, dtype=bool)
         old, new = ids[~is_new], ids[is_new]
-        # Sketch rows of the batch's new contents: new ids are consecutive from first_new.
-        new_rows = plan.new_positions[new - plan.first_new] if plan is not None else np.empty(0, np.int64)
+        # Sketch rows of the batch's new contents.
+        new_rows = plan.new_positions[plan.slots(new)] if plan is not None else np.empty(0, np.int64)
         # Local row r < len(old) is old[r]; the rest follow new's order.
         local = np.empty(ids.size, dtype=np.int64)
         local[np.flatnonzero(~is_new)] = np.arange(old.size)
