@@ -284,9 +284,10 @@ def main() -> None:
             "Every node of the cluster runs on the same cores as the one server when they share a "
             "machine, so this compares the cost of the distributed plan (two-phase commit, "
             "coordinator round trips), not the gain of more machines. Writer processes split the "
-            "input by id; each reads, checks and sketches its share on its own, and their batches "
-            "take turns at the collection's lock to write (docs/distributed.md). CPU seconds are read "
-            "from /proc for every PostgreSQL process of each node (ended ones included, through "
+            "input by id; each reads, checks, sketches, probes and verifies its share and writes its "
+            "new contents and signatures on its own, and their batches take turns at the "
+            "collection's lock to write documents and bucket rows (docs/distributed.md). CPU seconds "
+            "are read from /proc for every PostgreSQL process of each node (ended ones included, through "
             "their postmaster) and from getrusage for this process and its writer processes; "
             "docs/capacity.md projects larger clusters from them."
         )
