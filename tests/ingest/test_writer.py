@@ -61,6 +61,7 @@ def test_pairs_with_what_another_writer_commits_between_prework_and_turn_are_fou
     # Its contents were written before the lock, with ids taken before `theirs` took theirs, and
     # they stood: nobody stored or dropped a text it counted on.
     assert seen[0].written is not None
+    assert seen[0].bucket_rows  # and their bucket rows, into the index
     assert withdrawn == []
     ((judged, total),) = reused
     assert 0 < judged < total  # those were not verified again; the pairs with `theirs` were
@@ -73,9 +74,9 @@ def _count_withdrawals(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     withdraw = Writer._withdraw
 
-    def counting(self: Writer, content_ids: list[int]) -> None:
+    def counting(self: Writer, content_ids: list[int], written: BatchPlan, with_rows: bool) -> None:
         calls.append(len(content_ids))
-        withdraw(self, content_ids)
+        withdraw(self, content_ids, written, with_rows)
 
     monkeypatch.setattr(Writer, "_withdraw", counting)
     return calls

@@ -21,14 +21,15 @@ With other writers about (``add(..., concurrent=True)``, as ``neardup add --jobs
 writers), each batch does its heavy work before its turn at the collection's lock, while other
 writers hold theirs (``Prework``): it probes and verifies against what is committed, in a snapshot
 on the second connection, takes content ids for its new texts (``catalog.reserve``, committed at
-once) and COPYs their contents and signatures inside its own transaction. In its turn it matches its
-ids and hashes again against what is committed: if another writer stored some of its new texts
-meanwhile, it deletes what it wrote for those; if another dropped a content it reused, it deletes
-all it wrote and writes its contents there and then; the rest stands. It then finds its candidates
-as always, so completeness is kept, and verifies only those it had not judged: pairs with what
-other writers committed meanwhile. If nobody wrote in between (the write counter did not move), the
-probe is not repeated either. Documents (whose external ids must stay unique) and bucket rows (whose
-index an ingest may drop and build, which would wait for every open writer) are written in the turn.
+once) and COPYs their contents and signatures inside its own transaction, and their bucket rows
+where the bucket index stands and nobody is building or dropping it (``buckets.hold_indexed``). In
+its turn it matches its ids and hashes again against what is committed: if another writer stored
+some of its new texts meanwhile, it deletes what it wrote for those; if another dropped a content it
+reused, it deletes all it wrote and writes its contents there and then; the rest stands. It then
+finds its candidates as always, so completeness is kept, and verifies only those it had not judged:
+pairs with what other writers committed meanwhile. If nobody wrote in between (the write counter did
+not move), the probe is not repeated either. Documents are written in the turn: their external ids
+must stay unique, and two writers holding the same id would wait on each other's rows.
 """
 
 from __future__ import annotations
@@ -103,13 +104,14 @@ class AddResult:
 class Prework:
     """What a batch did before its turn at the collection's lock: the write counter of its
     snapshot, the stored members of its buckets then, its verdict on each candidate pair it
-    verified (``pair_keys``: similarity, or -1 below the threshold), and the plan whose new
-    contents and signatures it wrote (None if it wrote none)."""
+    verified (``pair_keys``: similarity, or -1 below the threshold), the plan whose new contents
+    and signatures it wrote (None if it wrote none), and whether it wrote their bucket rows too."""
 
     writes: int
     stored: tuple[np.ndarray, ...]
     verdicts: dict[tuple[int, int], float]
     written: BatchPlan | None = None
+    bucket_rows: bool = False
 
 
 def pair_keys(cand: npt.NDArray[np.int64], plan: BatchPlan) -> list[tuple[int, int]]:
@@ -323,6 +325,7 @@ class Writer:
         since, and its contents if nobody stored or dropped one it counted on."""
         scope, clock = self._scope, self._clock
         written = pre.written if pre is not None else None
+        rows_written = pre is not None and pre.bucket_rows
         with clock.stage("lock, match ids and content hashes"):
             row = self._lock()
             if may_defer and row.next_content_id == 1:
@@ -347,19 +350,20 @@ class Writer:
             new_hashes = plan.new_hashes(sketch)
             if written is not None:
                 id_of = dict(zip(written.new_hashes(sketch), written.new_ids.tolist(), strict=True))
-                if self._memory is None and all(h in id_of for h in new_hashes):
+                probes = self._memory is None and not (rows_written and plan.bulk)
+                if probes and all(h in id_of for h in new_hashes):
                     # Another writer may have stored some of the batch's new texts since its
                     # snapshot: what it wrote for those goes, the rest stands.
                     stale = id_of.keys() - set(new_hashes)
                     if stale:
-                        self._withdraw(sorted(id_of[h] for h in stale))
+                        self._withdraw(sorted(id_of[h] for h in stale), written, rows_written)
                     ids = np.array([id_of[h] for h in new_hashes], dtype=np.int64)
                     plan = plan.with_new_ids(ids, written.first_new)
                 else:
                     # Another writer dropped a content the batch reused: a text is new now that was
                     # not then. Everything it wrote goes, and is written again with fresh ids.
-                    self._withdraw(written.new_ids.tolist())
-                    written = None
+                    self._withdraw(written.new_ids.tolist(), written, rows_written)
+                    written, rows_written = None, False
             if written is None and plan.new_ids.size:
                 plan = plan.rebased(self._reserve(plan.new_ids.size, here=pool is None))
         if self._memory is not None and plan.replaced_docs:
@@ -394,7 +398,9 @@ class Writer:
             )
         with clock.stage("drop orphaned contents"):
             dropped = self._drop_orphans(old_contents) if old_contents else []
-        new_pairs = self._pair_new_contents(plan, sketch, probe, dropped, pre.verdicts if pre else None)
+        new_pairs = self._pair_new_contents(
+            plan, sketch, probe, dropped, pre.verdicts if pre else None, rows_written=rows_written
+        )
         with clock.stage("advance the id counters"):
             self._writes = catalog.advance(scope, plan.next_doc_id)
         replaced = len(plan.replaced_docs)
@@ -410,11 +416,15 @@ class Writer:
             sketch.signatures[plan.new_positions],
         )
 
-    def _withdraw(self, content_ids: list[int]) -> None:
-        """Delete contents and signatures the batch wrote before its turn (nothing else names them
-        yet). A DELETE, not a rollback to a savepoint, which would also release the lock taken
-        since."""
+    def _withdraw(self, content_ids: list[int], written: BatchPlan, with_rows: bool) -> None:
+        """Delete contents and signatures the batch wrote before its turn, and their bucket rows
+        ``with_rows`` (nothing else names them yet). A DELETE, not a rollback to a savepoint, which
+        would also release the lock taken since."""
         with self._clock.stage("contents written before the lock, withdrawn"):
+            if with_rows:
+                going = np.isin(written.bearing_ids, np.asarray(content_ids, dtype=np.int64))
+                if going.any():
+                    buckets.delete(self._scope, *bucket_rows(written.bearing_ids[going], written.keys[going]))
             contents.delete(self._scope, content_ids)
 
     def _reserve(self, count: int, *, here: bool) -> int:
@@ -487,12 +497,15 @@ class Writer:
         probe: Future[tuple[np.ndarray, ...]] | None,
         dropped: Sequence[int],
         verdicts: dict[tuple[int, int], float] | None = None,
+        *,
+        rows_written: bool = False,
     ) -> int:
         """Bucket the new contents, find and verify their pairs, store them and merge clusters.
 
         ``probe``, when given, yields the stored members of the new contents' buckets as read on
         the second connection; contents this transaction ``dropped`` are taken out of them.
         ``verdicts``: candidate pairs judged before the lock (``Prework``), not verified again.
+        ``rows_written``: the bucket rows went in before the lock (into the index, which stayed).
         """
         scope, clock = self._scope, self._clock
         if plan.bearing_ids.size == 0:
@@ -527,12 +540,18 @@ class Writer:
             # in memory: nothing the batch wrote is read back.
             if probe is None:
                 with clock.stage("probe stored buckets"):
+                    # On this transaction: rows it wrote before the lock would come back too.
                     stored = buckets.members_of(scope, *distinct_keys(plan.keys))
-                with clock.stage("bucket rows: binary COPY into the index"):
-                    buckets.insert(scope, *rows)
+                    if rows_written:
+                        mine = plan.is_new(stored[2])
+                        stored = tuple(column[~mine] for column in stored)
+                if not rows_written:
+                    with clock.stage("bucket rows: binary COPY into the index"):
+                        buckets.insert(scope, *rows)
             else:
-                with clock.stage("bucket rows: binary COPY into the index"):
-                    buckets.insert(scope, *rows)  # while the probe may still run
+                if not rows_written:
+                    with clock.stage("bucket rows: binary COPY into the index"):
+                        buckets.insert(scope, *rows)  # while the probe may still run
                 with clock.stage("wait for the probe of stored buckets"):
                     stored = probe.result()
                 if len(dropped):
@@ -611,7 +630,13 @@ class Writer:
         plan = plan.rebased(self._reserve(plan.new_ids.size, here=False))
         with self._clock.stage("contents and signatures: binary COPY"):
             self._insert_contents(plan, sketch)
-        return Prework(row.writes, members, verdicts, plan)
+        # Its bucket rows too, where the partition's index stands and nobody is building or
+        # dropping it (an ingest into an empty collection defers it): see buckets.hold_indexed.
+        with_rows = bool(plan.bearing_ids.size) and buckets.hold_indexed(self._scope)
+        if with_rows:
+            with self._clock.stage("bucket rows: binary COPY into the index"):
+                buckets.insert(self._scope, *bucket_rows(plan.bearing_ids, plan.keys))
+        return Prework(row.writes, members, verdicts, plan, with_rows)
 
     def _verify(
         self,

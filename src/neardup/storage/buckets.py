@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import psycopg
+from psycopg import errors as pg_errors
 
 from neardup.storage.binary import copy_stream
 from neardup.storage.scope import Scope, index_probes
@@ -25,6 +27,23 @@ def has_index(scope: Scope) -> bool:
         "SELECT to_regclass(%s) IS NOT NULL", (scope.sql("{bucket_index_q}").as_string(scope.conn),)
     ).fetchone()
     return bool(row and row[0])
+
+
+def hold_indexed(scope: Scope) -> bool:
+    """Take the partition's insert lock now, only if nobody is building or dropping its index and
+    the index is there; False, with the transaction as it was, otherwise. Once held, no index can
+    be built on or dropped from the partition until this transaction ends: a writer that inserts
+    rows before its turn at the collection's lock checks this first, so that no index build, which
+    waits for every writer holding rows in the table, ever waits for it while it waits for the turn."""
+    try:
+        with scope.conn.transaction() as savepoint:
+            scope.conn.execute(scope.sql("LOCK TABLE {buckets_p} IN ROW EXCLUSIVE MODE NOWAIT"))
+            if has_index(scope):
+                return True
+            raise psycopg.Rollback(savepoint)
+    except pg_errors.LockNotAvailable:
+        return False
+    return False
 
 
 def drop_index(scope: Scope) -> None:

@@ -1,0 +1,83 @@
+"""The bucket partition's insert lock for rows written before a writer's turn
+(``buckets.hold_indexed``): taken only while the index stands and nobody builds or drops it, and
+once taken, it keeps index builds out. Against a real PostgreSQL, with a second session."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+
+from neardup.storage import buckets
+from neardup.storage.connect import connect
+from neardup.storage.scope import Scope
+from tests.conftest import psycopg_url
+
+
+@contextmanager
+def _scopes(index: Any, database_url: str) -> Iterator[tuple[Scope, psycopg.Connection[Any]]]:
+    """This collection's scope on a connection of its own, and a second plain session."""
+    first = connect(database_url)
+    other = psycopg.connect(psycopg_url(database_url), autocommit=True)
+    try:
+        s = index._scope
+        yield Scope(first, s.schema, s.collection_id, s.distributed), other
+    finally:
+        first.close()
+        other.close()
+
+
+def _index_sql(scope: Scope, template: str) -> str:
+    return scope.sql(template).as_string(scope.conn)
+
+
+def test_held_while_the_index_stands_and_it_keeps_an_index_build_out(
+    make_index: Callable[..., Any], database_url: str
+) -> None:
+    index = make_index()
+    index.add([("a", "some words to store here"), ("b", "other words entirely here")])
+    with _scopes(index, database_url) as (scope, other):
+        assert buckets.has_index(scope)
+        with scope.conn.transaction():
+            assert buckets.hold_indexed(scope)
+            # Another session cannot drop the index now: it would wait for this transaction.
+            with other.transaction():
+                other.execute("SET LOCAL lock_timeout = '200ms'")
+                with pytest.raises(psycopg.errors.LockNotAvailable):
+                    other.execute(_index_sql(scope, "DROP INDEX {bucket_index_q}"))
+        assert buckets.has_index(scope)
+
+
+def test_refused_at_once_while_another_session_drops_the_index(
+    make_index: Callable[..., Any], database_url: str
+) -> None:
+    index = make_index()
+    index.add([("a", "some words to store here"), ("b", "other words entirely here")])
+    with _scopes(index, database_url) as (scope, other), other.transaction():
+        other.execute(_index_sql(scope, "DROP INDEX {bucket_index_q}"))  # not committed: holds the table
+        with scope.conn.transaction():
+            assert not buckets.hold_indexed(scope)
+            # The refusal left the transaction usable, holding nothing on the partition.
+            assert scope.conn.execute("SELECT 1").fetchone() == (1,)
+            held = scope.conn.execute(
+                "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND relation = to_regclass(%s)",
+                (_index_sql(scope, "{buckets_p}"),),
+            ).fetchone()
+            assert held == (0,)
+
+
+def test_refused_without_the_index_holding_nothing(make_index: Callable[..., Any], database_url: str) -> None:
+    index = make_index()
+    index.add([("a", "some words to store here"), ("b", "other words entirely here")])
+    with _scopes(index, database_url) as (scope, other):
+        other.execute(_index_sql(scope, "DROP INDEX {bucket_index_q}"))
+        with scope.conn.transaction():
+            assert not buckets.hold_indexed(scope)
+            # An index build by another session goes ahead at once: nothing of this one is held.
+            with other.transaction():
+                other.execute("SET LOCAL lock_timeout = '200ms'")
+                buckets.create_index(Scope(other, scope.schema, scope.collection_id, scope.distributed))
+        assert buckets.has_index(scope)
