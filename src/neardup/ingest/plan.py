@@ -107,7 +107,7 @@ class BatchPlan:
         return self.slots(content_ids) >= 0
 
     def new_hashes(self, sketch: Sketch) -> list[bytes]:
-        """The content hashes of the new contents, in id order."""
+        """The content hashes of the new contents, in ``new_ids``' order."""
         return [sketch.content_hashes[p] for p in self.new_positions.tolist()]
 
     def rebased(self, first_new: int) -> BatchPlan:

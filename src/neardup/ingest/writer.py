@@ -350,8 +350,8 @@ class Writer:
             new_hashes = plan.new_hashes(sketch)
             if written is not None:
                 id_of = dict(zip(written.new_hashes(sketch), written.new_ids.tolist(), strict=True))
-                probes = self._memory is None and not (rows_written and plan.bulk)
-                if probes and all(h in id_of for h in new_hashes):
+                keeps_index = self._memory is None and not (rows_written and plan.bulk)
+                if keeps_index and all(h in id_of for h in new_hashes):
                     # Another writer may have stored some of the batch's new texts since its
                     # snapshot: what it wrote for those goes, the rest stands.
                     stale = id_of.keys() - set(new_hashes)
@@ -539,15 +539,11 @@ class Writer:
             # Stored members of the batch's buckets (few rows), then the batch's own rows, grouped
             # in memory: nothing the batch wrote is read back.
             if probe is None:
+                # No pool (a rebuild): never a batch that wrote before its turn, which has one.
                 with clock.stage("probe stored buckets"):
-                    # On this transaction: rows it wrote before the lock would come back too.
                     stored = buckets.members_of(scope, *distinct_keys(plan.keys))
-                    if rows_written:
-                        mine = plan.is_new(stored[2])
-                        stored = tuple(column[~mine] for column in stored)
-                if not rows_written:
-                    with clock.stage("bucket rows: binary COPY into the index"):
-                        buckets.insert(scope, *rows)
+                with clock.stage("bucket rows: binary COPY into the index"):
+                    buckets.insert(scope, *rows)
             else:
                 if not rows_written:
                     with clock.stage("bucket rows: binary COPY into the index"):

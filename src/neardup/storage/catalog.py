@@ -64,9 +64,9 @@ def get(scope: Scope, name: str, *, lock: bool = False) -> CollectionRow | None:
 
 
 def reserve(scope: Scope, count: int) -> int:
-    """Take ``count`` consecutive content ids for the collection and return the first. Run in a
-    transaction of its own (autocommit), the ids are taken at once and for good, whoever holds the
-    writer lock; a batch that fails leaves a gap, never a reused id."""
+    """Take ``count`` consecutive content ids for the collection and return the first. On an
+    autocommit connection the ids are taken at once and for good, whoever holds the writer lock
+    (a batch that fails leaves a gap, never a reused id); inside a transaction, until it ends."""
     row = scope.conn.execute(
         scope.sql(
             "UPDATE {s}.collections SET next_content_id = next_content_id + %s "
@@ -167,7 +167,9 @@ def clear(scope: Scope) -> None:
         scope.conn.execute(scope.sql(f"DELETE FROM {{{KEY_TABLE}_p}}"))
     scope.conn.execute(scope.sql("TRUNCATE {buckets_p}"))
     scope.conn.execute(
-        scope.sql("UPDATE {s}.collections SET next_content_id = 1 WHERE collection_id = %s"),
+        scope.sql(
+            "UPDATE {s}.collections SET next_content_id = 1, next_doc_id = 1, updated_at = now(), "
+            "writes = writes + 1 WHERE collection_id = %s"
+        ),
         (scope.collection_id,),
     )
-    advance(scope, 1)
