@@ -1,11 +1,19 @@
 """Scaling on a synthetic corpus: daily batches into a growing index, and the ingest's memory.
 
-    python bench/bench_scaling.py [--corpus PATH] [--n 1000000] [--batch 10000] [--queries 100]
-                                  [--no-daily] [--no-memory] [--db URL] [--out-dir docs/benchmarks]
+    python bench/bench_scaling.py [--corpus PATH] [--more PATH ...] [--n 1000000] [--batch 10000]
+                                  [--queries 100] [--no-daily] [--no-memory] [--db URL]
+                                  [--out-dir docs/benchmarks]
 
 The corpus is ../shared/data/make_corpus.py's (``--n N --seed 1``, ~1.5 KB documents, ~10%
 near-copies): --corpus PATH uses that file when it exists (its first N documents) and writes it
 there when it does not; without --corpus it is generated in a temporary directory and removed.
+make_corpus.py keeps every original's words in memory (about 4 GB a million documents), so ten
+million are made as ten files of a million with seeds 1 to 10 and given as --corpus for the first
+and --more for each of the others, read in that order; a document of the k-th --more file has the
+id ``k:ID``. Near-copies are planted within each file only. For 10M on this machine:
+
+    python bench/bench_scaling.py --n 10000000 --batch 50000 --no-memory \
+        --corpus /tmp/synth1m-s1.jsonl --more /tmp/synth1m-s2.jsonl ... --more /tmp/synth1m-s10.jsonl
 
 (a) Daily batches: N/--batch batches (100 of 10,000 by default) go into one collection at
 threshold 0.8 with neardup's defaults, each by its own ``Index.add`` call (one transaction, as a
@@ -47,6 +55,7 @@ import psutil
 
 from _common import (
     MAKE_CORPUS,
+    SERVER_SETTINGS,
     Report,
     bench_schema,
     drop_schema,
@@ -63,7 +72,8 @@ from neardup.index import Index
 from neardup.ingest import DEFAULT_BATCH_SIZE
 from neardup.storage import migrate
 
-CHECKPOINTS = (10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000)
+CHECKPOINTS = (10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000)
+WINDOW = 1_000_000  # the ingest rate over the first and over the last million documents are compared
 THRESHOLD = 0.8
 RESERVOIR = 5_000  # stored documents kept (uniformly over everything added) to draw queries from
 
@@ -74,6 +84,7 @@ class Batch:
     seconds: float
     added: int
     new_pairs: int
+    rss: int  # resident memory of this (the ingesting) process after the batch, bytes
 
     @property
     def rate(self) -> float:
@@ -143,8 +154,21 @@ def first_lines(path: Path, n: int) -> Iterator[Path]:
 # -- (a) daily batches --------------------------------------------------------------------------
 
 
+def corpus_records(first: Path, more: list[Path], n: int) -> Iterator[tuple[str, str]]:
+    """The first n (id, text) of the files in order; ids of the k-th further file prefixed 'k:'."""
+    files = [(first, ""), *((path, f"{k}:") for k, path in enumerate(more, 1))]
+    records = ((prefix + doc_id, text) for path, prefix in files for doc_id, text in read_jsonl(path))
+    return islice(records, n)
+
+
 def daily(
-    url: str, schema: str, corpus: Path, n: int, batch_size: int, queries: int, n_edited: int
+    url: str,
+    schema: str,
+    records: Iterator[tuple[str, str]],
+    n: int,
+    batch_size: int,
+    queries: int,
+    n_edited: int,
 ) -> tuple[list[Batch], list[Checkpoint], Any]:
     index = Index.create(url, "daily", THRESHOLD, schema=schema)
     rng = random.Random(1)
@@ -153,14 +177,15 @@ def daily(
     batches: list[Batch] = []
     checkpoints: list[Checkpoint] = []
     wanted = sorted({c for c in CHECKPOINTS if c <= n} | {n})
-    records = read_jsonl(corpus, n)
+    me = psutil.Process()
     with index:
         while batch := list(islice(records, batch_size)):
             t0 = time.perf_counter()
             result = index.add(batch)
             seconds = time.perf_counter() - t0
             before = batches[-1].size_after if batches else 0
-            batches.append(Batch(before + len(batch), seconds, result.added, result.new_pairs))
+            rss = me.memory_info().rss
+            batches.append(Batch(before + len(batch), seconds, result.added, result.new_pairs, rss))
             for rec in batch:  # reservoir sampling: a uniform sample of every document stored so far
                 seen += 1
                 if len(reservoir) < RESERVOIR:
@@ -168,7 +193,7 @@ def daily(
                 elif (j := rng.randrange(seen)) < RESERVOIR:
                     reservoir[j] = rec
             size = batches[-1].size_after
-            print(f"  {size:,} documents: batch {seconds:.2f} s", file=sys.stderr)
+            print(f"  {size:,} documents: batch {seconds:.2f} s, RSS {mib(rss)} MiB", file=sys.stderr)
             if any(before < c <= size for c in wanted):
                 stored = [text for _, text in rng.sample(reservoir, min(queries, len(reservoir)))]
                 sources = rng.sample(reservoir, min(n_edited, len(reservoir)))
@@ -246,6 +271,33 @@ def memory(url: str, schema: str, corpus: Path, n: int, interval: float, batch_s
 # -- report -------------------------------------------------------------------------------------
 
 
+def window_rates(batches: list[Batch]) -> list[str]:
+    """The ingest rate (documents over batch seconds) of the first and the last WINDOW documents."""
+    n = batches[-1].size_after
+    if n < 2 * WINDOW:
+        return []
+    first = [b for b in batches if b.size_after <= WINDOW]
+    last = [b for b in batches if b.size_after > n - WINDOW]
+    rate = [sum(b.added for b in w) / sum(b.seconds for b in w) for w in (first, last)]
+    return [
+        f"Ingest rate over the first million documents **{rate[0]:,.0f} docs/s** ({len(first)} batches), "
+        f"over the last million **{rate[1]:,.0f} docs/s** ({len(last)} batches): the last is "
+        f"**{rate[1] / rate[0]:.0%}** of the first."
+    ]
+
+
+def rss_by_tenth(batches: list[Batch]) -> tuple[list[str], str, list[list[str]]]:
+    """Table: the resident memory after the batches of each tenth of the documents (min and max)."""
+    n = batches[-1].size_after
+    rows = []
+    for k in range(10):
+        lo, hi = n * k / 10, n * (k + 1) / 10
+        rss = [b.rss for b in batches if lo < b.size_after <= hi]
+        if rss:
+            rows.append([f"{lo:,.0f} to {hi:,.0f}", str(len(rss)), mib(min(rss)), mib(max(rss))])
+    return ["documents in the collection", "batches", "RSS min MiB", "RSS max MiB"], "lrrr", rows
+
+
 def mib(x: float) -> str:
     return f"{x / 2**20:,.0f}"
 
@@ -320,6 +372,9 @@ def main() -> None:
     ap.add_argument(
         "--corpus", type=Path, help="make_corpus.py JSONL (not gzipped): used if present, else written there"
     )
+    ap.add_argument(
+        "--more", type=Path, action="append", default=[], help="a further make_corpus.py file (repeatable)"
+    )
     ap.add_argument("--n", type=int, default=1_000_000, help="documents (default 1,000,000)")
     ap.add_argument("--batch", type=int, default=10_000, help="documents per daily batch")
     ap.add_argument("--queries", type=int, default=100, help="stored documents queried at each checkpoint")
@@ -331,8 +386,18 @@ def main() -> None:
     ap.add_argument("--no-daily", action="store_true")
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--db", help="PostgreSQL URL (default: a temporary durable local server)")
+    ap.add_argument(
+        "--max-wal-size",
+        help=f"the local server's max_wal_size (default {SERVER_SETTINGS['max_wal_size']}; less for room)",
+    )
     ap.add_argument("--out-dir", type=Path, default=Path("docs/benchmarks"))
     args = ap.parse_args()
+    if args.more and not args.no_memory:
+        ap.error("--more needs --no-memory: neardup add of several files would repeat their ids")
+    if args.more and (args.corpus is None or not args.corpus.exists()):
+        ap.error("--more needs an existing --corpus file")
+    if missing := [str(p) for p in args.more if not p.exists()]:
+        ap.error(f"--more file not found: {', '.join(missing)}")
 
     report = Report()
     batches: list[Batch] = []
@@ -340,14 +405,27 @@ def main() -> None:
     mem: Memory | None = None
     stats: Any = None
     with contextlib.ExitStack() as stack:
-        corpus, made = stack.enter_context(corpus_file(args.corpus, args.n))
-        url = args.db or stack.enter_context(local_server())
+        corpus, made = stack.enter_context(corpus_file(args.corpus, args.n if not args.more else 1))
+        if args.more:
+            made = (
+                f"`{corpus}` then "
+                + ", ".join(f"`{p}`" for p in args.more)
+                + " (existing files; ids of the k-th further file prefixed `k:`)"
+            )
+        settings = dict(SERVER_SETTINGS, **({"max_wal_size": args.max_wal_size} if args.max_wal_size else {}))
+        url = args.db or stack.enter_context(local_server(settings))
         if not args.no_daily:
             with bench_schema(url, "nd_daily") as schema:
                 warm_up(url, schema)
                 print(f"daily batches of {args.batch:,} ...", file=sys.stderr)
                 batches, checkpoints, stats = daily(
-                    url, schema, corpus, args.n, args.batch, args.queries, args.edited
+                    url,
+                    schema,
+                    corpus_records(corpus, args.more, args.n),
+                    args.n,
+                    args.batch,
+                    args.queries,
+                    args.edited,
                 )
                 # Dropped (with bench_schema's exit) before the memory run: disk and a cold cache.
         if not args.no_memory:
@@ -366,6 +444,11 @@ def main() -> None:
                 args.db is not None,
                 [
                     f"Corpus: synthetic, {args.n:,} documents of ~1.5 KB, {made}",
+                    *(
+                        [f"This run's server had `max_wal_size={args.max_wal_size}` (disk room)"]
+                        if args.max_wal_size and not args.db
+                        else []
+                    ),
                     f"Threshold {THRESHOLD}, neardup's defaults otherwise (128 permutations, 16x8, "
                     "character 5-shingles, NFKC + case folding + collapsed whitespace)",
                 ],
@@ -384,6 +467,13 @@ def main() -> None:
             f"{np.median([b.rate for b in last]):,.0f} docs/s. "
             f"{sum(b.new_pairs for b in batches):,} verified pairs; "
             f"{stats.bytes_on_disk / max(stats.documents, 1):,.0f} bytes per document on disk at the end.",
+            "",
+        )
+        report.say(*window_rates(batches), "")
+        report.table(*rss_by_tenth(batches))
+        report.say(
+            "Resident memory of this process, which makes every `Index.add` call, read after each batch "
+            "(the PostgreSQL server's is its own).",
             "",
         )
         rows = []

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from neardup.errors import InternalError
-from neardup.storage.binary import copy_stream
+from neardup.storage.binary import Int2s, Int8s, copy_stream
 from neardup.storage.connect import Connection, connect
 
 
@@ -82,6 +82,30 @@ def test_aggregated_signatures_load_as_a_matrix(conn: Connection, sigs: np.ndarr
     assert row[0].dtype == np.uint32
     assert row[0].shape == sigs.shape
     assert (row[0] == sigs).all()
+
+
+@given(
+    hnp.arrays(np.int64, st.integers(0, 50), elements=st.integers(-(2**63), 2**63 - 1)),
+    hnp.arrays(np.int16, st.integers(0, 50), elements=st.integers(-(2**15), 2**15 - 1)),
+)
+@settings(max_examples=15)
+def test_array_parameters_bind_as_typed_arrays(conn: Connection, wide: np.ndarray, narrow: np.ndarray) -> None:
+    """Int8s and Int2s bind as int8[] and int2[] (the server's own types, no cast needed) with
+    every value as it was, in order."""
+    row = conn.execute(
+        "SELECT %s, pg_typeof(%s)::text, %s, pg_typeof(%s)::text",
+        (Int8s(wide), Int8s(wide), Int2s(narrow), Int2s(narrow)),
+    ).fetchone()
+    assert row == (wide.tolist(), "bigint[]", narrow.tolist(), "smallint[]")
+
+
+def test_array_parameters_out_of_range_or_not_flat_are_refused(conn: Connection) -> None:
+    with pytest.raises(InternalError, match="out of range for >i2"):
+        conn.execute("SELECT %s", (Int2s(np.array([2**15])),))
+    with pytest.raises(InternalError, match="out of range for >i8"):
+        conn.execute("SELECT %s", (Int8s(np.array([2**64 - 1], dtype=np.uint64)),))
+    with pytest.raises(InternalError, match="must be 1-D"):
+        conn.execute("SELECT %s", (Int8s(np.zeros((2, 2), dtype=np.int64)),))
 
 
 def test_mismatched_column_lengths_are_refused() -> None:

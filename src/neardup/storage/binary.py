@@ -1,7 +1,8 @@
 """PostgreSQL's binary wire format for neardup's rows, both ways, in numpy.
 
-Out: binary COPY streams for fixed-width rows (buckets, signatures, pairs, ...). In: integer
-arrays (``int2[]``, ``int4[]`` signatures, ``int8[]``) in binary results load as numpy arrays.
+Out: binary COPY streams for fixed-width rows (buckets, signatures, pairs, ...), and integer
+arrays as bound parameters (``Int2s``, ``Int8s``). In: integer arrays (``int2[]``, ``int4[]``
+signatures, ``int8[]``) in binary results load as numpy arrays.
 
 A binary COPY stream is a header, then per row a 16-bit field count and, per field, a 32-bit
 length and the value, all big-endian; then a 16-bit -1 trailer. When every field has a fixed
@@ -11,12 +12,13 @@ width the whole stream is one numpy structured array: no Python work per row.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 import psycopg
-from psycopg.adapt import Loader
+from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 
 from neardup.errors import DatabaseError, InternalError
@@ -112,7 +114,50 @@ _ARRAY_LOADERS: dict[int, type[_ArrayLoader]] = {
 }
 
 
+@dataclass(frozen=True)
+class Int8s:
+    """A 1-D integer array to bind as one ``int8[]`` parameter, dumped by numpy in one step (a
+    Python list is dumped element by element: ~20 us for 16 keys, a tenth of a query)."""
+
+    values: npt.ArrayLike
+
+
+@dataclass(frozen=True)
+class Int2s:
+    """A 1-D integer array to bind as one ``int2[]`` parameter (as ``Int8s``)."""
+
+    values: npt.ArrayLike
+
+
+class _ArrayDumper(Dumper):
+    format = Format.BINARY
+    oid = 1016  # int8[]
+    element_oid, wire = 20, ">i8"
+
+    def dump(self, obj: Int8s | Int2s) -> bytes:
+        values = np.asarray(obj.values)
+        if values.ndim != 1:
+            raise InternalError(f"an array parameter must be 1-D, got shape {values.shape}")
+        if values.size == 0:
+            return np.array([0, 0, self.element_oid], dtype=">i4").tobytes()
+        # ndim 1, no NULLs, the element type, then the one dimension: length, lower bound 1; then
+        # each element as its 4-byte length and big-endian value.
+        items = np.empty(values.size, dtype=[("len", ">i4"), ("v", self.wire)])
+        items["len"] = np.dtype(self.wire).itemsize
+        items["v"] = values
+        if not np.array_equal(items["v"], values):
+            raise InternalError(f"array parameter values out of range for {self.wire}")
+        return np.array([1, 0, self.element_oid, values.size, 1], dtype=">i4").tobytes() + items.tobytes()
+
+
+class _Int2ArrayDumper(_ArrayDumper):
+    oid, element_oid, wire = 1005, 21, ">i2"
+
+
 def register_array_loaders(conn: psycopg.Connection[Any]) -> None:
-    """Load binary int2[], int4[] and int8[] results on ``conn`` as numpy arrays."""
+    """Load binary int2[], int4[] and int8[] results on ``conn`` as numpy arrays, and dump
+    ``Int8s`` and ``Int2s`` parameters as binary arrays."""
     for oid, loader in _ARRAY_LOADERS.items():
         conn.adapters.register_loader(oid, loader)
+    conn.adapters.register_dumper(Int8s, _ArrayDumper)
+    conn.adapters.register_dumper(Int2s, _Int2ArrayDumper)

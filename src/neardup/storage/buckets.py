@@ -17,7 +17,7 @@ import numpy.typing as npt
 import psycopg
 from psycopg import errors as pg_errors
 
-from neardup.storage.binary import copy_stream
+from neardup.storage.binary import Int2s, Int8s, copy_stream
 from neardup.storage.scope import Scope, index_probes
 
 
@@ -107,6 +107,10 @@ def members_of(
     scope: Scope, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(band, bucket, content) of every stored row in the given (band, bucket) pairs (distinct pairs)."""
+    # Probed in key order, each index descent lands next to the one before: on a million documents
+    # 160,000 keys took 0.25 s instead of 0.45 s in band-by-band order (the same pages are read).
+    order = np.argsort(bucket, kind="stable")
+    band, bucket = band[order], bucket[order]
     if band.size <= _UNNEST_KEYS:
         with index_probes(scope.conn):
             return _columns(
@@ -114,7 +118,7 @@ def members_of(
                 "SELECT b.band, b.bucket, b.content_id "
                 "FROM unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket) JOIN {buckets_p} b "
                 "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket",
-                {"bands": band.tolist(), "keys": bucket.tolist()},
+                {"bands": Int2s(band), "keys": Int8s(bucket)},
             )
     scope.conn.execute(
         "CREATE TEMP TABLE IF NOT EXISTS neardup_keys (band smallint, bucket bigint) ON COMMIT DELETE ROWS"
@@ -144,7 +148,7 @@ def delete(
             "WHERE b.collection_id = %s AND b.band = k.band AND b.bucket = k.bucket "
             "AND b.content_id = k.content_id"
         ),
-        (band.tolist(), bucket.tolist(), content.tolist(), scope.collection_id),
+        (Int2s(band), Int8s(bucket), Int8s(content), scope.collection_id),
     )
 
 
@@ -184,9 +188,12 @@ def lookup(scope: Scope, keys: npt.NDArray[np.int64], with_text: bool) -> list[t
             f"{columns}FROM ({candidates}) c "
             "JOIN {signatures_p} s ON s.collection_id = %(c)s AND s.content_id = c.content_id"
         )
-    with scope.conn.cursor(binary=True) as cur:
-        return cur.execute(
+    return (
+        scope.binary_cursor()
+        .execute(
             scope.sql(query),
-            {"c": scope.collection_id, "bands": list(range(keys.shape[0])), "keys": keys.tolist()},
+            {"c": scope.collection_id, "bands": Int2s(np.arange(keys.shape[0])), "keys": Int8s(keys)},
             prepare=not scope.distributed,
-        ).fetchall()
+        )
+        .fetchall()
+    )

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
+import psycopg
 from psycopg import sql
 
 from neardup.storage.connect import Connection
@@ -39,6 +41,7 @@ class Scope:
     schema: str
     collection_id: int = 0
     distributed: bool = False
+    _cursor: list[psycopg.Cursor[Any]] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         check_schema_name(self.schema)
@@ -46,6 +49,14 @@ class Scope:
     def sql(self, template: str) -> sql.Composed:
         """``template`` with ``{s}``, ``{<table>_p}`` and ``{bucket_index}`` filled in as identifiers."""
         return _compose(template, self.schema, int(self.collection_id))
+
+    def binary_cursor(self) -> psycopg.Cursor[Any]:
+        """One binary cursor kept for this scope's statements that run often (a query's lookup). A
+        new cursor finds its parameters' dumpers and its columns' loaders again on its first
+        execute: ~0.1 ms, a fifth of a query. Like the connection, for one thread at a time."""
+        if not self._cursor or self._cursor[0].closed:
+            self._cursor[:] = [self.conn.cursor(binary=True)]
+        return self._cursor[0]
 
     def with_collection(self, collection_id: int, distributed: bool = False) -> Scope:
         """The same connection and schema, acting on another collection."""
