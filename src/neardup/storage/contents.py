@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from neardup.storage.binary import copy_stream
+from neardup.storage.binary import Int8s, copy_stream
 from neardup.storage.scope import Scope
 
 
@@ -68,7 +68,7 @@ def signatures(
                     "array_agg(signature ORDER BY content_id) FROM {signatures_p} "
                     "WHERE collection_id = %s AND content_id IN (SELECT unnest(%s::int8[]))"
                 ),
-                (scope.collection_id, list(content_ids)),
+                (scope.collection_id, Int8s(content_ids)),
             ).fetchone()
             if row is None or row[0] is None:
                 return np.empty(0, dtype=np.int64), np.empty((0, num_perm), dtype=np.uint32)
@@ -109,7 +109,7 @@ def orphans(scope: Scope, content_ids: Sequence[int]) -> tuple[list[int], list[i
             "(SELECT 1 FROM {documents_p} d "
             "WHERE d.collection_id = t.collection_id AND d.content_id = t.content_id)"
         ),
-        (scope.collection_id, list(content_ids)),
+        (scope.collection_id, Int8s(content_ids)),
     ).fetchall()
     return [r[0] for r in rows], [r[1] for r in rows]
 
@@ -127,7 +127,7 @@ def delete(scope: Scope, content_ids: Sequence[int]) -> None:
             "DELETE FROM {contents_p} "
             "WHERE collection_id = %(c)s AND content_id IN (SELECT id FROM ids)"
         ),
-        {"c": scope.collection_id, "ids": list(content_ids)},
+        {"c": scope.collection_id, "ids": Int8s(content_ids)},
     )
 
 
@@ -138,7 +138,7 @@ def cluster_labels(scope: Scope, content_ids: Sequence[int]) -> dict[int, int]:
             "SELECT content_id, cluster_id FROM {contents_p} "
             "WHERE collection_id = %s AND content_id IN (SELECT unnest(%s::int8[]))"
         ),
-        (scope.collection_id, list(content_ids)),
+        (scope.collection_id, Int8s(content_ids)),
     ).fetchall()
     return {r[0]: r[1] for r in rows}
 
@@ -150,7 +150,7 @@ def cluster_members(scope: Scope, cluster_ids: Sequence[int]) -> list[int]:
             "SELECT content_id FROM {contents_p} "
             "WHERE collection_id = %s AND cluster_id IN (SELECT unnest(%s::int8[]))"
         ),
-        (scope.collection_id, list(cluster_ids)),
+        (scope.collection_id, Int8s(cluster_ids)),
     ).fetchall()
     return [r[0] for r in rows]
 
@@ -163,7 +163,7 @@ def relabel_clusters(scope: Scope, old: Sequence[int], new: Sequence[int]) -> No
             "FROM unnest(%s::int8[], %s::int8[]) AS m(old, new) "
             "WHERE t.collection_id = %s AND t.cluster_id = m.old"
         ),
-        (list(old), list(new), scope.collection_id),
+        (Int8s(old), Int8s(new), scope.collection_id),
     )
 
 
@@ -175,7 +175,7 @@ def set_labels(scope: Scope, content_ids: Sequence[int], labels: Sequence[int]) 
             "FROM unnest(%s::int8[], %s::int8[]) AS m(id, label) "
             "WHERE t.collection_id = %s AND t.content_id = m.id AND t.cluster_id <> m.label"
         ),
-        (list(content_ids), list(labels), scope.collection_id),
+        (Int8s(content_ids), Int8s(labels), scope.collection_id),
     )
 
 

@@ -11,6 +11,7 @@ import numpy.typing as npt
 from psycopg.types.json import Jsonb
 
 from neardup.storage import citus
+from neardup.storage.binary import Int8s
 from neardup.storage.scope import Scope, index_probes
 
 
@@ -101,7 +102,7 @@ def delete(scope: Scope, doc_ids: Sequence[int]) -> list[int]:
             "WHERE collection_id = %s AND doc_id IN (SELECT unnest(%s::int8[])) "
             "RETURNING content_id, external_id"
         ),
-        (scope.collection_id, list(doc_ids)),
+        (scope.collection_id, Int8s(doc_ids)),
     ).fetchall()
     if scope.distributed:
         citus.delete_keys(scope, [r[1] for r in rows])
@@ -132,7 +133,7 @@ def texts(scope: Scope, content_ids: Sequence[int]) -> dict[int, str]:
             "WHERE collection_id = %s AND content_id IN (SELECT unnest(%s::int8[])) "
             "ORDER BY content_id, doc_id"
         ),
-        (scope.collection_id, list(content_ids)),
+        (scope.collection_id, Int8s(content_ids)),
     ).fetchall()
     return {r[0]: r[1] for r in rows}
 
@@ -144,7 +145,7 @@ def external_ids(scope: Scope, content_ids: Sequence[int]) -> dict[int, list[str
             'SELECT content_id, array_agg(external_id ORDER BY external_id COLLATE "C") FROM {documents_p} '
             "WHERE collection_id = %s AND content_id IN (SELECT unnest(%s::int8[])) GROUP BY content_id"
         ),
-        (scope.collection_id, list(content_ids)),
+        (scope.collection_id, Int8s(content_ids)),
     ).fetchall()
     return {r[0]: list(r[1]) for r in rows}
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from neardup.storage.binary import copy_stream
+from neardup.storage.binary import Int8s, copy_stream
 from neardup.storage.scope import Scope
 
 
@@ -51,7 +51,7 @@ def among(scope: Scope, content_ids: Sequence[int]) -> tuple[np.ndarray, np.ndar
             "SELECT content_a, content_b FROM {pairs_p} "
             "WHERE collection_id = %s AND content_a IN (SELECT unnest(%s::int8[]))"
         ),
-        (scope.collection_id, list(content_ids)),
+        (scope.collection_id, Int8s(content_ids)),
     ).fetchall()
     arr = np.array(rows, dtype=np.int64).reshape(-1, 2)
     return arr[:, 0], arr[:, 1]
@@ -68,7 +68,7 @@ def touching(scope: Scope, content_ids: Sequence[int]) -> tuple[npt.NDArray[np.i
             "WHERE collection_id = %(c)s AND content_b IN (SELECT unnest(%(ids)s::int8[])) "
             "ORDER BY 1, 2"
         ),
-        {"c": scope.collection_id, "ids": list(content_ids)},
+        {"c": scope.collection_id, "ids": Int8s(content_ids)},
     ).fetchall()
     ends = np.array(rows, dtype=np.int64).reshape(-1, 2)
     return ends[:, 0], ends[:, 1]
