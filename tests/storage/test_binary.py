@@ -89,7 +89,9 @@ def test_aggregated_signatures_load_as_a_matrix(conn: Connection, sigs: np.ndarr
     hnp.arrays(np.int16, st.integers(0, 50), elements=st.integers(-(2**15), 2**15 - 1)),
 )
 @settings(max_examples=15)
-def test_array_parameters_bind_as_typed_arrays(conn: Connection, wide: np.ndarray, narrow: np.ndarray) -> None:
+def test_array_parameters_bind_as_typed_arrays(
+    conn: Connection, wide: np.ndarray, narrow: np.ndarray
+) -> None:
     """Int8s and Int2s bind as int8[] and int2[] (the server's own types, no cast needed) with
     every value as it was, in order."""
     row = conn.execute(

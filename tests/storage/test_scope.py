@@ -35,3 +35,20 @@ def test_scope_quotes_schema_and_names_partitions(database_url: str) -> None:
             Scope(conn, 'bad"; DROP TABLE x; --')
     finally:
         conn.close()
+
+
+def test_binary_cursor_is_kept_per_scope_and_replaced_once_closed(database_url: str) -> None:
+    conn = connect(database_url)
+    try:
+        scope = Scope(conn, "public")
+        first = scope.binary_cursor()
+        assert scope.binary_cursor() is first
+        assert first.execute("SELECT %s::int8[]", ([1, 2],)).fetchone()[0].tolist() == [1, 2]  # type: ignore[index]
+        assert scope.with_collection(7).binary_cursor() is not first
+        first.close()
+        again = scope.binary_cursor()
+        assert again is not first
+        assert not again.closed
+        assert again.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        conn.close()
