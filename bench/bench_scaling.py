@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 import psutil
+import psycopg
 
 from _common import (
     MAKE_CORPUS,
@@ -71,6 +72,7 @@ from _common import (
 from neardup.index import Index
 from neardup.ingest import DEFAULT_BATCH_SIZE
 from neardup.storage import migrate
+from neardup.storage.connect import libpq_url
 
 CHECKPOINTS = (10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000, 2_000_000, 5_000_000, 10_000_000)
 WINDOW = 1_000_000  # the ingest rate over the first and over the last million documents are compared
@@ -268,6 +270,15 @@ def memory(url: str, schema: str, corpus: Path, n: int, interval: float, batch_s
     return mem
 
 
+def wal_written(url: str) -> tuple[int, int] | None:
+    """(bytes, full-page images) of WAL the server wrote since its statistics began (PG 14+)."""
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        if conn.info.server_version < 140000:
+            return None
+        row = conn.execute("SELECT wal_bytes::bigint, wal_fpi FROM pg_stat_wal").fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
 # -- report -------------------------------------------------------------------------------------
 
 
@@ -402,6 +413,7 @@ def main() -> None:
     report = Report()
     batches: list[Batch] = []
     checkpoints: list[Checkpoint] = []
+    wal_before = wal_after = None
     mem: Memory | None = None
     stats: Any = None
     with contextlib.ExitStack() as stack:
@@ -418,6 +430,7 @@ def main() -> None:
             with bench_schema(url, "nd_daily") as schema:
                 warm_up(url, schema)
                 print(f"daily batches of {args.batch:,} ...", file=sys.stderr)
+                wal_before = wal_written(url)
                 batches, checkpoints, stats = daily(
                     url,
                     schema,
@@ -427,6 +440,7 @@ def main() -> None:
                     args.queries,
                     args.edited,
                 )
+                wal_after = wal_written(url)
                 # Dropped (with bench_schema's exit) before the memory run: disk and a cold cache.
         if not args.no_memory:
             schema = f"nd_memory_{os.getpid()}"
@@ -445,7 +459,7 @@ def main() -> None:
                 [
                     f"Corpus: synthetic, {args.n:,} documents of ~1.5 KB, {made}",
                     *(
-                        [f"This run's server had `max_wal_size={args.max_wal_size}` (disk room)"]
+                        [f"This run's server had `max_wal_size={args.max_wal_size}` instead (for disk room)"]
                         if args.max_wal_size and not args.db
                         else []
                     ),
@@ -470,6 +484,15 @@ def main() -> None:
             "",
         )
         report.say(*window_rates(batches), "")
+        if wal_before is not None and wal_after is not None:
+            wal, fpi = (after - before for after, before in zip(wal_after, wal_before, strict=True))
+            report.say(
+                f"The server wrote {wal / 1e9:,.1f} GB of WAL during the batches "
+                f"({wal / n_docs:,.0f} bytes a document) with {fpi:,} full-page images: after each "
+                "checkpoint, the first change to a page logs the whole page, and the bucket rows' "
+                "inserts land on pages all over their index.",
+                "",
+            )
         report.table(*rss_by_tenth(batches))
         report.say(
             "Resident memory of this process, which makes every `Index.add` call, read after each batch "
