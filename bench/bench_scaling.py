@@ -401,12 +401,22 @@ def main() -> None:
         "--max-wal-size",
         help=f"the local server's max_wal_size (default {SERVER_SETTINGS['max_wal_size']}; less for room)",
     )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="another setting of the local server (repeatable), e.g. wal_compression=lz4",
+    )
     ap.add_argument("--out-dir", type=Path, default=Path("docs/benchmarks"))
     args = ap.parse_args()
     if args.more and not args.no_memory:
         ap.error("--more needs --no-memory: neardup add of several files would repeat their ids")
     if args.more and (args.corpus is None or not args.corpus.exists()):
         ap.error("--more needs an existing --corpus file")
+    if bad := [item for item in args.set if "=" not in item]:
+        ap.error(f"--set takes NAME=VALUE, got {bad[0]!r}")
+    extra = dict(item.split("=", 1) for item in args.set)
     if missing := [str(p) for p in args.more if not p.exists()]:
         ap.error(f"--more file not found: {', '.join(missing)}")
 
@@ -425,6 +435,7 @@ def main() -> None:
                 + " (existing files; ids of the k-th further file prefixed `k:`)"
             )
         settings = dict(SERVER_SETTINGS, **({"max_wal_size": args.max_wal_size} if args.max_wal_size else {}))
+        settings.update(extra)
         url = args.db or stack.enter_context(local_server(settings))
         if not args.no_daily:
             with bench_schema(url, "nd_daily") as schema:
@@ -461,6 +472,14 @@ def main() -> None:
                     *(
                         [f"This run's server had `max_wal_size={args.max_wal_size}` instead (for disk room)"]
                         if args.max_wal_size and not args.db
+                        else []
+                    ),
+                    *(
+                        [
+                            "This run's server also had "
+                            + ", ".join(f"`{name}={value}`" for name, value in extra.items())
+                        ]
+                        if extra and not args.db
                         else []
                     ),
                     f"Threshold {THRESHOLD}, neardup's defaults otherwise (128 permutations, 16x8, "
