@@ -406,7 +406,7 @@ def main() -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="another setting of the local server (repeatable), e.g. wal_compression=lz4",
+        help="another setting of the local server (repeatable), e.g. wal_compression=pglz",
     )
     ap.add_argument("--out-dir", type=Path, default=Path("docs/benchmarks"))
     args = ap.parse_args()
@@ -416,7 +416,11 @@ def main() -> None:
         ap.error("--more needs an existing --corpus file")
     if bad := [item for item in args.set if "=" not in item]:
         ap.error(f"--set takes NAME=VALUE, got {bad[0]!r}")
+    if args.db and (args.set or args.max_wal_size):
+        ap.error("--set and --max-wal-size configure the local server; with --db use the server's own")
     extra = dict(item.split("=", 1) for item in args.set)
+    if args.max_wal_size:
+        extra["max_wal_size"] = args.max_wal_size
     if missing := [str(p) for p in args.more if not p.exists()]:
         ap.error(f"--more file not found: {', '.join(missing)}")
 
@@ -434,9 +438,7 @@ def main() -> None:
                 + ", ".join(f"`{p}`" for p in args.more)
                 + " (existing files; ids of the k-th further file prefixed `k:`)"
             )
-        settings = dict(SERVER_SETTINGS, **({"max_wal_size": args.max_wal_size} if args.max_wal_size else {}))
-        settings.update(extra)
-        url = args.db or stack.enter_context(local_server(settings))
+        url = args.db or stack.enter_context(local_server({**SERVER_SETTINGS, **extra}))
         if not args.no_daily:
             with bench_schema(url, "nd_daily") as schema:
                 warm_up(url, schema)
@@ -470,16 +472,11 @@ def main() -> None:
                 [
                     f"Corpus: synthetic, {args.n:,} documents of ~1.5 KB, {made}",
                     *(
-                        [f"This run's server had `max_wal_size={args.max_wal_size}` instead (for disk room)"]
-                        if args.max_wal_size and not args.db
-                        else []
-                    ),
-                    *(
                         [
-                            "This run's server also had "
+                            "This run's server, instead of or besides the settings above: "
                             + ", ".join(f"`{name}={value}`" for name, value in extra.items())
                         ]
-                        if extra and not args.db
+                        if extra
                         else []
                     ),
                     f"Threshold {THRESHOLD}, neardup's defaults otherwise (128 permutations, 16x8, "

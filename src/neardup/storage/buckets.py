@@ -107,8 +107,9 @@ def members_of(
     scope: Scope, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(band, bucket, content) of every stored row in the given (band, bucket) pairs (distinct pairs)."""
-    # Probed in key order, each index descent lands next to the one before: on a million documents
-    # 160,000 keys took 0.25 s instead of 0.45 s in band-by-band order (the same pages are read).
+    # Probed in key order, each index descent lands next to the one before (the same pages are read).
+    # Timed by hand on bench_profile's 1M collection, 160,000 keys took 0.25 s instead of 0.45 s in
+    # band-by-band order; bench_profile's check of new texts ran 2.0x faster with it.
     order = np.argsort(bucket, kind="stable")
     band, bucket = band[order], bucket[order]
     if band.size <= _UNNEST_KEYS:

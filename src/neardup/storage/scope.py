@@ -53,7 +53,8 @@ class Scope:
     def binary_cursor(self) -> psycopg.Cursor[Any]:
         """One binary cursor kept for this scope's statements that run often (a query's lookup). A
         new cursor finds its parameters' dumpers and its columns' loaders again on its first
-        execute: ~0.1 ms, a fifth of a query. Like the connection, for one thread at a time."""
+        execute (about 0.1 ms of a query in a hand timing on this project's 2-core machine). Like
+        the connection, for one thread at a time."""
         if not self._cursor or self._cursor[0].closed:
             self._cursor[:] = [self.conn.cursor(binary=True)]
         return self._cursor[0]
