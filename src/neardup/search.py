@@ -16,9 +16,10 @@ import numpy as np
 from neardup.config import IndexConfig
 from neardup.core.candidates import bucket_matches
 from neardup.core.lsh import distinct_keys
+from neardup.core.minhash import empty_rows
 from neardup.core.ragged import concat
 from neardup.core.sketch import Sketch, Sketcher
-from neardup.core.verify import exact_jaccard, prefilter_floor, signature_agreement
+from neardup.core.verify import agreement_with, exact_jaccard, prefilter_floor, signature_agreement
 from neardup.errors import InputError, ParamsError
 from neardup.records import Document
 from neardup.storage import buckets, contents, documents
@@ -40,25 +41,26 @@ def similar(
     floor = config.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ParamsError(f"limit must be a non-negative integer, got {limit!r}")
-    sketch = sketcher.sketch([text])
-    if sketch.shingle_counts[0] == 0:
+    # One text: its signature alone (no content hash, shingles kept only for verification), and
+    # the few candidates verified with plain numpy; a handful of small calls fewer than ``check``'s
+    # batch path, which is most of a query's time in Python (bench_speed's query p50).
+    signature = sketcher.signatures([text])
+    if empty_rows(signature)[0]:
         return []
-    found = buckets.lookup(scope, sketcher.band_keys(sketch.signatures)[0], config.store_text)
+    found = buckets.lookup(scope, sketcher.band_keys(signature)[0], config.store_text)
     if not found:
         return []
-    n = len(found)
-    sigs = np.concatenate([sketch.signatures, np.stack([r[1] for r in found])])
-    zeros, others = np.zeros(n, dtype=np.int64), np.arange(1, n + 1, dtype=np.int64)
-    sim = signature_agreement(sigs, zeros, others)
+    sim = agreement_with(signature[0], np.stack([r[1] for r in found]))
     if config.store_text:
         hopeful = np.flatnonzero(
             sim >= (prefilter_floor(floor, config.params.num_perm) if floor > 0 else 0.0)
         )
-        sets = concat(
-            sketch.distinct_shingles(np.zeros(1, np.int64)), sketcher.shingles([found[i][2] for i in hopeful])
-        )
-        sim = np.zeros(n)
-        sim[hopeful] = exact_jaccard(sets, np.zeros(hopeful.size, np.int64), np.arange(1, hopeful.size + 1))
+        sim = np.zeros(len(found))
+        if hopeful.size:
+            # The query's set first, then each hopeful candidate's: one shingling call for all.
+            sets = sketcher.shingles([text, *(found[i][2] for i in hopeful)])
+            query_set, candidate_sets = np.zeros(hopeful.size, np.int64), np.arange(1, hopeful.size + 1)
+            sim[hopeful] = exact_jaccard(sets, query_set, candidate_sets)
     results = [(doc_id, float(sim[i])) for i in np.flatnonzero(sim >= floor) for doc_id in found[i][3]]
     results.sort(key=lambda r: (-r[1], r[0]))
     return results[:limit] if limit is not None else results

@@ -10,7 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup.core import MinHasher, Ragged, agreement
-from neardup.core.verify import PREFILTER_SIGMAS, exact_jaccard, prefilter_floor, signature_agreement
+from neardup.core.verify import (
+    PREFILTER_SIGMAS,
+    agreement_with,
+    exact_jaccard,
+    prefilter_floor,
+    signature_agreement,
+)
 from neardup.errors import ParamsError
 
 sets_strategy = st.lists(st.frozensets(st.integers(0, 60), max_size=30), min_size=1, max_size=12)
@@ -35,6 +41,22 @@ def test_signature_agreement_equals_row_wise_agreement(seed: int) -> None:
     sigs = mh.signatures([rng.integers(0, 1000, rng.integers(0, 50)) for _ in range(8)])
     left, right = rng.integers(0, 8, 30), rng.integers(0, 8, 30)
     assert np.array_equal(signature_agreement(sigs, left, right), agreement(sigs[left], sigs[right]))
+
+
+@given(seed=st.integers(0, 2**32 - 1))
+def test_agreement_with_one_signature_equals_pairwise_agreement(seed: int) -> None:
+    # Empty sets among them: their all-EMPTY rows agree with nothing, as signature_agreement says.
+    rng = np.random.default_rng(seed)
+    sigs = MinHasher(64, seed=3).signatures([rng.integers(0, 1000, rng.integers(0, 50)) for _ in range(8)])
+    others = np.arange(1, 8)
+    expected = signature_agreement(sigs, np.zeros(7, np.int64), others)
+    assert np.array_equal(agreement_with(sigs[0], sigs[others]), expected)
+
+
+def test_agreement_with_refuses_rows_of_another_length() -> None:
+    sigs = MinHasher(64, seed=3).signatures([[1, 2, 3], [4, 5]])
+    with pytest.raises(ParamsError, match="rows of its length"):
+        agreement_with(sigs[0], sigs[:, :32])
 
 
 def test_bad_indices_are_refused() -> None:

@@ -46,6 +46,19 @@ def signature_agreement(
     return _kernels.pair_agreement(sigs, a, b)
 
 
+def agreement_with(
+    signature: npt.NDArray[np.uint32], others: npt.NDArray[np.uint32]
+) -> npt.NDArray[np.float64]:
+    """Estimated Jaccard of one signature with each row of ``others``, as ``signature_agreement``
+    counts it (equal non-EMPTY rows); for one query's few candidates, with no index arrays."""
+    sig = np.asarray(signature, dtype=np.uint32)
+    rows = np.asarray(others, dtype=np.uint32)
+    if sig.ndim != 1 or rows.ndim != 2 or rows.shape[1] != sig.shape[0]:
+        raise ParamsError(f"expected a signature and rows of its length, got {sig.shape} and {rows.shape}")
+    same = (rows == sig) & (sig != _kernels.EMPTY)
+    return np.asarray(np.count_nonzero(same, axis=1) / sig.shape[0], dtype=np.float64)
+
+
 def prefilter_floor(threshold: float, num_perm: int) -> float:
     """Lowest signature agreement worth an exact check at ``threshold`` (PREFILTER_SIGMAS below it)."""
     if not 0.0 < threshold <= 1.0:
