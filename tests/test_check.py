@@ -9,9 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from neardup import search
 from neardup.core import shingles
 from neardup.errors import InputError, ParamsError
 from neardup.index import CheckResult, Index
+from neardup.storage import buckets
 from tests._corpus import planted_corpus
 from tests._state import collection_state
 
@@ -116,3 +118,29 @@ def _shared(make_index: MakeIndex, docs: list[tuple[str, str]]) -> Index:
         _SHARED[id(make_index)] = make_index(**EXHAUSTIVE)
         _SHARED[id(make_index)].add(docs)
     return _SHARED[id(make_index)]
+
+
+def test_a_probe_split_over_two_connections_gives_the_same_answers(
+    make_index: MakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = planted_corpus(n_sources=12, copies=2, seed=5)
+    index = make_index(**EXHAUSTIVE)
+    index.add(docs[:24])
+    inputs = [*docs[24:], *docs[:6]]
+    used: list[int] = []
+    members_of = buckets.members_of
+
+    def recorded(scope: Any, band: Any, bucket: Any) -> Any:
+        used.append(id(scope.conn))
+        return members_of(scope, band, bucket)
+
+    monkeypatch.setattr(buckets, "members_of", recorded)
+    whole = list(index.check(inputs, batch_size=100))
+    assert len(set(used)) == 1
+    used.clear()
+    monkeypatch.setattr(search, "SPLIT_PROBE_KEYS", 1)  # every batch's keys in two halves
+    split = list(index.check(inputs, batch_size=100))
+    # On Citus the probe is spread over the workers already and is never split.
+    assert len(set(used)) == (1 if index.distributed else 2)
+    assert split == whole
+    assert any(r.matches for r in split)

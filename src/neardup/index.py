@@ -322,7 +322,14 @@ class Index:
         checked = (to_document(r, f"record {n}") for n, r in enumerate(records))
         with translated(f"checking documents against {self.name!r}"):
             yield from check_all(
-                self._scope, self.config, self._writer.sketcher, checked, min_jaccard, limit, batch_size
+                self._scope,
+                self.config,
+                self._writer.sketcher,
+                checked,
+                min_jaccard,
+                limit,
+                batch_size,
+                self._writer.second_scope,
             )
 
     def pairs(self, min_jaccard: float | None = None) -> Iterator[tuple[str, str, float]]:

@@ -7,7 +7,7 @@ one read of signatures and texts), storing nothing.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -24,7 +24,7 @@ from neardup.errors import InputError, ParamsError
 from neardup.records import Document
 from neardup.storage import buckets, contents, documents
 from neardup.storage.connect import transaction
-from neardup.storage.scope import Scope, read_snapshot
+from neardup.storage.scope import Scope, export_snapshot, read_snapshot
 
 
 def similar(
@@ -81,6 +81,43 @@ SKETCH_THREADS = 2
 _ONE_BY_ONE = 8
 
 
+# From this many distinct keys on, a batch's bucket probe is split in two key ranges, one read on a
+# second connection in the same snapshot: the probe is one server process's index descents (most of
+# a check of new texts, py-spy of bench_profile), and the other core is idle meanwhile. Below it,
+# the two statements' round trips and the snapshot's export cost more than they save.
+SPLIT_PROBE_KEYS = 20_000
+
+
+def _members(
+    scope: Scope, helper: Callable[[], Scope] | None, band: np.ndarray, bucket: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``buckets.members_of`` of the keys, in the caller's open repeatable-read transaction; the
+    upper half of the key range read on ``helper()``'s connection (in that snapshot) at the same
+    time. A distributed collection's probe is spread over its workers already."""
+    if helper is None or scope.distributed or bucket.size < SPLIT_PROBE_KEYS:
+        return buckets.members_of(scope, band, bucket)
+    second = helper()
+    order = np.argsort(bucket, kind="stable")
+    band, bucket = band[order], bucket[order]
+    half = bucket.size // 2
+    snapshot = export_snapshot(scope.conn)
+
+    def upper() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        with transaction(second.conn):
+            read_snapshot(second.conn, read_only=False, snapshot=snapshot)
+            return buckets.members_of(second, band[half:], bucket[half:])
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-probe") as pool:
+        theirs = pool.submit(upper)
+        mine = buckets.members_of(scope, band[:half], bucket[:half])
+        rest = theirs.result()
+    return (
+        np.concatenate([mine[0], rest[0]]),
+        np.concatenate([mine[1], rest[1]]),
+        np.concatenate([mine[2], rest[2]]),
+    )
+
+
 class CheckResult(NamedTuple):
     """An input document's id and its stored near-duplicates, (id, similarity) best first."""
 
@@ -96,24 +133,26 @@ def check(
     min_jaccard: float | None = None,
     limit: int | None = None,
     sketch: Sketch | None = None,
+    helper: Callable[[], Scope] | None = None,
 ) -> list[CheckResult]:
     """Each document's stored near-duplicates, in input order; nothing is stored. Similarity and
     recall as for ``similar`` (only documents sharing a bucket are seen). A batch of more than a few
     documents is read in one snapshot (``sketch``, if given, is the batch's, made beforehand); a
-    small one document by document, each in its own."""
+    small one document by document, each in its own. ``helper`` gives the collection's scope on a
+    second connection, which takes half of a large batch's bucket probe."""
     floor = config.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ParamsError(f"limit must be a non-negative integer, got {limit!r}")
     if len(batch) <= _ONE_BY_ONE:
         return [CheckResult(d.id, similar(scope, config, sketcher, d.text, floor, limit)) for d in batch]
     if sketch is None:
-        sketch = sketcher.sketch([d.text for d in batch])
+        sketch = sketcher.sketch([d.text for d in batch], hashed=False)
     bearing = np.flatnonzero(sketch.shingle_counts > 0)
     keys = sketcher.band_keys(sketch.signatures[bearing])
     found: dict[int, list[tuple[str, float]]] = {}
     with transaction(scope.conn):
         read_snapshot(scope.conn, read_only=False)
-        stored = buckets.members_of(scope, *distinct_keys(keys)) if bearing.size else ()
+        stored = _members(scope, helper, *distinct_keys(keys)) if bearing.size else ()
         row, content = bucket_matches(keys, *stored) if bearing.size else (np.empty(0, np.int64),) * 2
         ids = np.unique(content)
         stored_ids, stored_sigs = contents.signatures(scope, ids.tolist(), config.params.num_perm)
@@ -155,6 +194,7 @@ def check_all(
     min_jaccard: float | None,
     limit: int | None,
     batch_size: int,
+    helper: Callable[[], Scope] | None = None,
 ) -> Iterator[CheckResult]:
     """``check`` of each ``batch_size`` documents of ``incoming`` in turn, the next batch read and
     sketched on a worker thread while the database answers for this one."""
@@ -163,14 +203,14 @@ def check_all(
         batch = list(itertools.islice(incoming, batch_size))
         if len(batch) <= _ONE_BY_ONE:
             return batch, None
-        return batch, sketcher.sketch([d.text for d in batch], threads=SKETCH_THREADS)
+        return batch, sketcher.sketch([d.text for d in batch], threads=SKETCH_THREADS, hashed=False)
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-check") as pool:
         upcoming = pool.submit(prepare)
         while (ready := upcoming.result())[0]:
             batch, sketch = ready
             upcoming = pool.submit(prepare)
-            yield from check(scope, config, sketcher, batch, min_jaccard, limit, sketch)
+            yield from check(scope, config, sketcher, batch, min_jaccard, limit, sketch, helper)
 
 
 __all__ = ["CheckResult", "check", "check_all", "similar"]

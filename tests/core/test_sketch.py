@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 from neardup.core import EMPTY, MinHasher, Params, Sketcher, band_keys, shingles
 from neardup.core import sketch as sketch_module
+from neardup.errors import InternalError
 
 texts = st.text(alphabet=st.sampled_from("abc de\n✓É"), max_size=40)
 
@@ -48,3 +49,20 @@ def test_threads_give_the_same_sketch_and_signatures(texts: list[str], threads: 
     assert parallel.content_hashes == one.content_hashes
     assert parallel.shingles.offsets.tolist() == one.shingles.offsets.tolist()
     assert parallel.shingles.values.tolist() == one.shingles.values.tolist()
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.text(max_size=40), max_size=12), st.integers(1, 3))
+def test_a_sketch_without_hashes_is_the_same_sketch_and_refuses_to_give_them(
+    texts: list[str], threads: int
+) -> None:
+    sketcher = Sketcher(Params(bands=4, rows=2, num_perm=8))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sketch_module, "_CHUNK_TEXTS", 3)
+        bare, full = sketcher.sketch(texts, threads, hashed=False), sketcher.sketch(texts, threads)
+    assert (bare.signatures == full.signatures).all()
+    assert bare.shingles.values.tolist() == full.shingles.values.tolist()
+    assert bare.shingles.offsets.tolist() == full.shingles.offsets.tolist()
+    assert len(full.content_hashes) == len(texts)
+    with pytest.raises(InternalError, match="without content hashes"):
+        _ = bare.content_hashes

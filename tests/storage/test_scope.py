@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from neardup.errors import ParamsError
 from neardup.storage.connect import connect
-from neardup.storage.scope import Scope, index_probes
+from neardup.storage.scope import Scope, export_snapshot, index_probes, read_snapshot
 
 
 def test_index_probes_turn_scans_off_only_inside(database_url: str) -> None:
@@ -52,3 +54,29 @@ def test_binary_cursor_is_kept_per_scope_and_replaced_once_closed(database_url: 
         assert again.execute("SELECT 1").fetchone() == (1,)
     finally:
         conn.close()
+
+
+def test_an_exported_snapshot_is_read_on_another_connection(database_url: str) -> None:
+    # A row committed after the export is invisible to the importing transaction, which sees the
+    # exporter's snapshot, and visible to a transaction of its own.
+    owner, other, writer = connect(database_url), connect(database_url), connect(database_url)
+    table = f"snap_{os.getpid()}"
+    try:
+        writer.execute(f"CREATE TABLE {table} (x int)")
+        writer.execute(f"INSERT INTO {table} VALUES (1)")
+        with owner.transaction():
+            read_snapshot(owner)
+            snapshot = export_snapshot(owner)
+            writer.execute(f"INSERT INTO {table} VALUES (2)")
+            with other.transaction():
+                read_snapshot(other, snapshot=snapshot)
+                seen = other.execute(f"SELECT array_agg(x ORDER BY x) FROM {table}").fetchone()
+            with other.transaction():
+                read_snapshot(other)
+                fresh = other.execute(f"SELECT array_agg(x ORDER BY x) FROM {table}").fetchone()
+        assert seen == ([1],)
+        assert fresh == ([1, 2],)
+    finally:
+        writer.execute(f"DROP TABLE IF EXISTS {table}")
+        for conn in (owner, other, writer):
+            conn.close()

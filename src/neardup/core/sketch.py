@@ -17,7 +17,7 @@ from neardup.core.normalize import encode_batch
 from neardup.core.params import HASH_VERSION, Params
 from neardup.core.ragged import Ragged, concat
 from neardup.core.shingle import distinct, shingle_batch, shingle_code_points
-from neardup.errors import ParamsMismatchError
+from neardup.errors import InternalError, ParamsMismatchError
 
 # Texts a thread takes at a time: enough that a chunk's kernels run long without the GIL, small
 # enough that two threads finish close together.
@@ -32,8 +32,15 @@ class Sketch:
     """Shingle hashes of each text in text order, repeats kept (``distinct`` sorts and dedupes)."""
     signatures: npt.NDArray[np.uint32]
     """MinHash signatures, docs x num_perm."""
-    content_hashes: list[bytes]
-    """Hash of each normalised text: equal exactly when the normalised texts are equal."""
+    hashes: list[bytes] | None
+    """Content hashes, or None for a sketch made without them (``Sketcher.sketch(hashed=False)``)."""
+
+    @property
+    def content_hashes(self) -> list[bytes]:
+        """Hash of each normalised text: equal exactly when the normalised texts are equal."""
+        if self.hashes is None:
+            raise InternalError("this sketch was made without content hashes")
+        return self.hashes
 
     @property
     def shingle_counts(self) -> npt.NDArray[np.int64]:
@@ -82,26 +89,32 @@ class Sketcher:
         # Repeated shingles cannot change a minimum, so the sort-and-dedupe step is skipped.
         return self.minhasher.signatures(self.shingles(texts, unique=False))
 
-    def sketch(self, texts: Sequence[str], threads: int = 1) -> Sketch:
-        """Shingles, signatures and content hashes of the texts, normalising each text once; on
-        ``threads`` threads (the same result: the kernels and hashing release the GIL, the
-        normalisation does not, so two threads give less than twice the rate)."""
+    def sketch(self, texts: Sequence[str], threads: int = 1, *, hashed: bool = True) -> Sketch:
+        """Shingles, signatures and (if ``hashed``) content hashes of the texts, normalising each
+        text once; on ``threads`` threads (the same result: the kernels and hashing release the
+        GIL, the normalisation does not, so two threads give less than twice the rate). A lookup
+        that stores nothing skips the hashes: BLAKE2b of each text as UTF-32, four bytes a
+        character, is about a tenth of a batch's sketching (py-spy of bench_profile's check)."""
+
+        def one(chunk: Sequence[str]) -> Sketch:
+            return self._sketch(chunk, hashed)
+
         if threads <= 1 or len(texts) <= _CHUNK_TEXTS:
-            return self._sketch(texts)
-        parts = _chunked(self._sketch, texts, threads)
+            return one(texts)
+        parts = _chunked(one, texts, threads)
         return Sketch(
             concat(*(part.shingles for part in parts)),
             np.concatenate([part.signatures for part in parts]),
-            [h for part in parts for h in part.content_hashes],
+            [h for part in parts for h in part.content_hashes] if hashed else None,
         )
 
-    def _sketch(self, texts: Sequence[str]) -> Sketch:
+    def _sketch(self, texts: Sequence[str], hashed: bool) -> Sketch:
         p = self.params
         cps = encode_batch(texts, p.normalization)
         # Repeated shingles cannot change a minimum: sorting and deduping waits for verification,
         # which needs it only for the few texts that have candidates.
         sets = shingle_code_points(cps, p.shingle, p.k, unique=False)
-        return Sketch(sets, self.minhasher.signatures(sets), content_hashes(cps))
+        return Sketch(sets, self.minhasher.signatures(sets), content_hashes(cps) if hashed else None)
 
     def band_keys(self, signatures: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
         """Bucket keys of signatures, shape docs x bands."""

@@ -338,7 +338,7 @@ class Writer:
                 if written is None:
                     stored = document_rows.match(scope, batch.ids, sketch.content_hashes)
                 else:
-                    second = self._second_scope()
+                    second = self.second_scope()
                     with second.conn.transaction():
                         stored = document_rows.match(second, batch.ids, sketch.content_hashes)
                 indexed = row.next_content_id == 1 or buckets.has_index(scope)
@@ -431,7 +431,7 @@ class Writer:
         """Take ``count`` content ids: in this transaction (``here``: it may already hold the
         collection's row, as a rebuild does), else at once on the second connection, so that the
         row is held for no longer than the update itself."""
-        return catalog.reserve(self._scope if here else self._second_scope(), count)
+        return catalog.reserve(self._scope if here else self.second_scope(), count)
 
     def _second(self) -> Connection:
         """The second connection (probes, snapshots, id reservations), opened on first use."""
@@ -439,8 +439,9 @@ class Writer:
             self._reader = connect(self._url)
         return self._reader
 
-    def _second_scope(self) -> Scope:
-        """This writer's scope on the second connection."""
+    def second_scope(self) -> Scope:
+        """This writer's scope on its second connection (opened on first use); between the writer's
+        own statements, a reader such as ``Index.check`` may run transactions on it."""
         s = self._scope
         return Scope(self._second(), s.schema, s.collection_id, s.distributed)
 
@@ -476,7 +477,7 @@ class Writer:
     def _probe(self, keys: npt.NDArray[np.int64]) -> tuple[np.ndarray, ...]:
         """Stored (band, bucket, content) rows sharing a bucket with ``keys``, read on the second
         connection."""
-        scope = self._second_scope()
+        scope = self.second_scope()
         with scope.conn.transaction():
             return buckets.members_of(scope, *distinct_keys(keys))
 
@@ -599,7 +600,7 @@ class Writer:
         what is committed, in one snapshot on the second connection, then take ids for its new
         contents and COPY them with their signatures. None where the batch will be written in
         bulk or with the bucket index deferred, which find candidates their own way."""
-        second = self._second_scope()
+        second = self.second_scope()
         with second.conn.transaction():
             read_snapshot(second.conn, read_only=False)  # members_of may fill a temporary table
             row = catalog.get(second, self.name)

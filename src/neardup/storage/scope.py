@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from neardup.errors import InternalError
 from neardup.storage.connect import Connection
 from neardup.storage.names import (
     KEY_TABLE,
@@ -83,8 +84,21 @@ def index_probes(conn: Connection) -> Iterator[None]:
     conn.execute("; ".join(f"RESET {name}" for name in _PROBE_SETTINGS))
 
 
-def read_snapshot(conn: Connection, *, read_only: bool = True) -> None:
+def read_snapshot(conn: Connection, *, read_only: bool = True, snapshot: str | None = None) -> None:
     """Make the caller's just-begun transaction repeatable-read (and read-only unless told
     otherwise: a bucket probe fills a temporary table), so that all its reads see one snapshot
-    while writers carry on."""
+    while writers carry on; with ``snapshot`` (from ``export_snapshot`` on another connection,
+    whose transaction is still open) that transaction's snapshot."""
     conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ" + (", READ ONLY" if read_only else ""))
+    if snapshot is not None:
+        # SET takes no bound parameters; the identifier, which the server made, goes in quoted.
+        conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
+
+
+def export_snapshot(conn: Connection) -> str:
+    """The identifier of the snapshot of the caller's repeatable-read transaction, for another
+    connection's ``read_snapshot``: valid until this transaction ends."""
+    row = conn.execute("SELECT pg_export_snapshot()").fetchone()
+    if row is None:
+        raise InternalError("pg_export_snapshot() returned no row")
+    return str(row[0])
