@@ -17,9 +17,14 @@ from neardup.config import IndexConfig
 from neardup.core.candidates import bucket_matches
 from neardup.core.lsh import distinct_keys
 from neardup.core.minhash import empty_rows
-from neardup.core.ragged import concat
 from neardup.core.sketch import Sketch, Sketcher
-from neardup.core.verify import agreement_with, exact_jaccard, prefilter_floor, signature_agreement
+from neardup.core.verify import (
+    agreement_with,
+    exact_jaccard,
+    exact_jaccard_across,
+    prefilter_floor,
+    signature_agreement,
+)
 from neardup.errors import InputError, ParamsError
 from neardup.records import Document
 from neardup.storage import buckets, contents, documents
@@ -163,16 +168,21 @@ def check(
             least = prefilter_floor(floor, config.params.num_perm) if floor > 0 else 0.0
             hopeful = np.flatnonzero(sim >= least)
             needed = np.unique(content[hopeful])
-            texts = documents.texts(scope, needed.tolist())
-            stored_sets = sketcher.shingles([texts[i] for i in needed.tolist()])
-            # Shingle sets of the input documents with a hopeful candidate only, then the stored ones.
+            # Shingle sets of the input documents with a hopeful candidate only, then the stored
+            # ones: the first sorted on a thread while the stored texts are read and shingled (the
+            # kernels release the GIL; with every input a copy this is most of a check's time).
             asking = np.unique(row[hopeful])
-            sets = concat(sketch.distinct_shingles(bearing[asking]), stored_sets)
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-verify") as pool:
+                asking_sets = pool.submit(sketch.distinct_shingles, bearing[asking])
+                texts = documents.texts(scope, needed.tolist())
+                stored_sets = sketcher.shingles([texts[i] for i in needed.tolist()])
+                asked = asking_sets.result()
             sim = np.zeros(content.size)
-            sim[hopeful] = exact_jaccard(
-                sets,
+            sim[hopeful] = exact_jaccard_across(
+                asked,
+                stored_sets,
                 np.searchsorted(asking, row[hopeful]),
-                asking.size + np.searchsorted(needed, content[hopeful]),
+                np.searchsorted(needed, content[hopeful]),
             )
         ok = np.flatnonzero(sim >= floor)
         names = documents.external_ids(scope, np.unique(content[ok]).tolist())

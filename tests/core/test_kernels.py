@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from neardup.core import _kernels
 from neardup.core.params import Params
 from neardup.core.ragged import Ragged
-from neardup.core.shingle import distinct
+from neardup.core.shingle import distinct, distinct_rows
 from neardup.core.sketch import Sketcher
 
 from . import test_lsh, test_minhash, test_shingle
@@ -80,7 +80,7 @@ def everything(batch: list[str], params: Params) -> list[Any]:
         sets.values,
         sets.offsets,
         keys,
-        _kernels.pair_jaccard(sets.values, sets.offsets, left, right),
+        _kernels.pair_jaccard(sets.values, sets.offsets, sets.values, sets.offsets, left, right),
         _kernels.pair_agreement(sketch.signatures, left, right),
         _kernels.group_pairs(np.sort(members), groups, len(batch) // 2),
         # Bucket keys as held in memory: ranges of some in all of them, and a merge of two runs.
@@ -126,8 +126,10 @@ def test_long_documents_sort_alike_both_ways() -> None:
     for mode in MODES:
         with forced(mode):
             outputs.append(distinct(Ragged(values, offsets)))
-    np.testing.assert_array_equal(outputs[0].values, outputs[1].values)
-    np.testing.assert_array_equal(outputs[0].offsets, outputs[1].offsets)
+            outputs.append(distinct_rows(Ragged(values, offsets), np.array([5, 0, 3, 5])))
+    for compiled, interpreted in ((outputs[0], outputs[2]), (outputs[1], outputs[3])):
+        np.testing.assert_array_equal(compiled.values, interpreted.values)
+        np.testing.assert_array_equal(compiled.offsets, interpreted.offsets)
 
 
 COLD = """

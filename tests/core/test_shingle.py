@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from neardup.core import Normalization, Ragged, normalize, shingle_batch, shingles
 from neardup.core.normalize import split_words
-from neardup.core.shingle import distinct
+from neardup.core.shingle import distinct, distinct_rows
 from neardup.errors import ParamsError
 
 texts = st.text(alphabet=st.sampled_from("ab c\nДé✓\u3000") | st.characters(), max_size=80)
@@ -99,3 +99,26 @@ def test_distinct_sorts_and_dedupes_each_document(lengths: list[int], seed: int,
     assert len(got) == len(arrays)
     for part, arr in zip(got, arrays, strict=True):
         assert np.array_equal(part, np.unique(arr))
+
+
+@given(
+    lengths=st.lists(st.integers(0, 300), min_size=1, max_size=10),
+    picks=st.lists(st.integers(0, 9), max_size=12),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_distinct_rows_equals_distinct_of_the_rows_gathered(
+    lengths: list[int], picks: list[int], seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    arrays = [rng.integers(0, 2**11, n, dtype=np.uint64).astype(np.uint32) for n in lengths]
+    rows = np.array([p % len(arrays) for p in picks], dtype=np.int64)  # repeats and any order
+    got = distinct_rows(Ragged.from_arrays(arrays, np.uint32), rows)
+    assert len(got) == rows.size
+    for part, r in zip(got, rows.tolist(), strict=True):
+        assert np.array_equal(part, np.unique(arrays[r]))
+
+
+def test_distinct_rows_refuses_rows_outside_the_batch() -> None:
+    sets = Ragged.from_arrays([[3, 1], [2]], np.uint32)
+    with pytest.raises(ParamsError, match=r"rows must be 1-D indices in \[0, 2\)"):
+        distinct_rows(sets, np.array([0, 2]))

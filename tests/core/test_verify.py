@@ -10,10 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup.core import MinHasher, Ragged, agreement
+from neardup.core.ragged import concat
 from neardup.core.verify import (
     PREFILTER_SIGMAS,
     agreement_with,
     exact_jaccard,
+    exact_jaccard_across,
     prefilter_floor,
     signature_agreement,
 )
@@ -32,6 +34,21 @@ def test_exact_jaccard_equals_python_sets(sets: list[frozenset[int]], data: st.D
     for g, a, b in zip(got, left, right, strict=True):
         union = sets[a] | sets[b]
         assert g == (len(sets[a] & sets[b]) / len(union) if union else 0.0)
+
+
+@given(first=sets_strategy, second=sets_strategy, data=st.data())
+def test_jaccard_across_two_batches_equals_jaccard_within_their_concatenation(
+    first: list[frozenset[int]], second: list[frozenset[int]], data: st.DataObject
+) -> None:
+    a = Ragged.from_arrays([sorted(s) for s in first], np.uint32)
+    b = Ragged.from_arrays([sorted(s) for s in second], np.uint32)
+    left = data.draw(st.lists(st.integers(0, len(first) - 1), max_size=20))
+    right = data.draw(st.lists(st.integers(0, len(second) - 1), min_size=len(left), max_size=len(left)))
+    both = concat(a, b)
+    within = exact_jaccard(both, left, [len(first) + r for r in right])
+    assert np.array_equal(exact_jaccard_across(a, b, left, right), within)
+    with pytest.raises(ParamsError, match="pair indices"):
+        exact_jaccard_across(a, b, [0], [len(second)])
 
 
 @given(seed=st.integers(0, 2**32 - 1))

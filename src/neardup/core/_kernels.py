@@ -346,19 +346,36 @@ def _insertion_sort(values: np.ndarray) -> np.ndarray:
 @_kernel(lambda values, offsets: values.shape[0] * 2 + _docs(offsets))  # interpreted, numpy sorts
 def unique_sorted(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sort each document's values and drop repeats."""
-    n_docs = offsets.shape[0] - 1
-    out = np.empty_like(values)
-    out_off = np.zeros(n_docs + 1, dtype=np.int64)
+    return _unique_rows(values, offsets, np.arange(offsets.shape[0] - 1))
+
+
+@_kernel(lambda values, offsets, rows: 2 * int(np.diff(offsets)[rows].sum()) + rows.shape[0])
+def unique_sorted_rows(
+    values: np.ndarray, offsets: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sort the values of documents ``rows`` (in that order) and drop repeats, without first
+    gathering them into a batch of their own."""
+    return _unique_rows(values, offsets, rows)
+
+
+@njit(nogil=True)
+def _unique_rows(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    n_docs = rows.shape[0]
+    total = 0
     longest = 0
     for d in range(n_docs):
-        longest = max(longest, offsets[d + 1] - offsets[d])
+        n = offsets[rows[d] + 1] - offsets[rows[d]]
+        total += n
+        longest = max(longest, n)
+    out = np.empty(total, dtype=values.dtype)
+    out_off = np.zeros(n_docs + 1, dtype=np.int64)
     buf_a = np.empty(longest, dtype=np.uint32)
     buf_b = np.empty(longest, dtype=np.uint32)
     counts = np.empty(_RADIX, dtype=np.int64)
     w = 0
     for d in range(n_docs):
-        start = offsets[d]
-        n = offsets[d + 1] - start
+        start = offsets[rows[d]]
+        n = offsets[rows[d] + 1] - start
         # Element loops, not slice assignment or np.sort: those pull in numba's generic broadcasting
         # and quicksort, which cost ~6 s of compilation on first use for no speed here.
         for i in range(n):
@@ -449,20 +466,28 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
 
 
 @_kernel(
-    lambda values, offsets, left, right: (
-        left.shape[0] + int(np.diff(offsets)[left].sum() + np.diff(offsets)[right].sum())
+    lambda a_values, a_offsets, b_values, b_offsets, left, right: (
+        left.shape[0] + int(np.diff(a_offsets)[left].sum() + np.diff(b_offsets)[right].sum())
     )
 )
-def pair_jaccard(values: np.ndarray, offsets: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-    """Exact Jaccard of sorted distinct sets ``left[i]`` and ``right[i]``; two empty sets give 0."""
+def pair_jaccard(
+    a_values: np.ndarray,
+    a_offsets: np.ndarray,
+    b_values: np.ndarray,
+    b_offsets: np.ndarray,
+    left: np.ndarray,
+    right: np.ndarray,
+) -> np.ndarray:
+    """Exact Jaccard of sorted distinct sets ``left[i]`` of batch a and ``right[i]`` of batch b
+    (the same batch twice for pairs within one); two empty sets give 0."""
     out = np.empty(left.shape[0], dtype=np.float64)
     for p in range(left.shape[0]):
-        i, i_end = offsets[left[p]], offsets[left[p] + 1]
-        j, j_end = offsets[right[p]], offsets[right[p] + 1]
+        i, i_end = a_offsets[left[p]], a_offsets[left[p] + 1]
+        j, j_end = b_offsets[right[p]], b_offsets[right[p] + 1]
         size = (i_end - i) + (j_end - j)
         common = 0
         while i < i_end and j < j_end:
-            x, y = values[i], values[j]
+            x, y = a_values[i], b_values[j]
             if x == y:
                 common += 1
                 i += 1

@@ -64,6 +64,15 @@ def distinct(sets: Ragged) -> Ragged:
     return Ragged(values, offsets)
 
 
+def distinct_rows(sets: Ragged, rows: npt.NDArray[np.int64]) -> Ragged:
+    """The values of documents ``rows`` (in that order), each sorted with repeats dropped."""
+    values = np.ascontiguousarray(sets.values, dtype=np.uint32)
+    picked = np.ascontiguousarray(rows, dtype=np.int64)
+    if picked.ndim != 1 or (picked.size and (picked.min() < 0 or picked.max() >= len(sets))):
+        raise ParamsError(f"rows must be 1-D indices in [0, {len(sets)})")
+    return Ragged(*_kernels.unique_sorted_rows(values, sets.offsets, picked))
+
+
 def shingles(
     text: str,
     kind: ShingleKind = "char",

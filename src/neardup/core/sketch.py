@@ -16,7 +16,7 @@ from neardup.core.minhash import MinHasher
 from neardup.core.normalize import encode_batch
 from neardup.core.params import HASH_VERSION, Params
 from neardup.core.ragged import Ragged, concat
-from neardup.core.shingle import distinct, shingle_batch, shingle_code_points
+from neardup.core.shingle import distinct_rows, shingle_batch, shingle_code_points
 from neardup.errors import InternalError, ParamsMismatchError
 
 # Texts a thread takes at a time: enough that a chunk's kernels run long without the GIL, small
@@ -49,13 +49,7 @@ class Sketch:
 
     def distinct_shingles(self, rows: npt.NDArray[np.int64]) -> Ragged:
         """Sorted distinct shingle sets of the given texts, in the order of ``rows``."""
-        lengths = self.shingles.lengths()[rows]
-        offsets = np.zeros(rows.size + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        starts = self.shingles.offsets[rows]
-        # Gather the rows' slices into one flat array without a Python loop.
-        index = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1])
-        return distinct(Ragged(np.asarray(self.shingles.values)[index], offsets))
+        return distinct_rows(self.shingles, rows)
 
 
 class Sketcher:

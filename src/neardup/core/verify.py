@@ -17,22 +17,39 @@ from neardup.errors import ParamsError
 PREFILTER_SIGMAS = 4.0
 
 
-def _indices(n: int, left: npt.ArrayLike, right: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+def _indices(
+    n: int, left: npt.ArrayLike, right: npt.ArrayLike, m: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Checked int64 index arrays: ``left`` into [0, n), ``right`` into [0, m) (m = n if None)."""
+    m = n if m is None else m
     a = np.ascontiguousarray(left, dtype=np.int64)
     b = np.ascontiguousarray(right, dtype=np.int64)
     if a.shape != b.shape or a.ndim != 1:
         raise ParamsError(f"pair index arrays must be 1-D of one length, got {a.shape} and {b.shape}")
-    if a.size and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= n):
-        raise ParamsError(f"pair indices must lie in [0, {n})")
+    if a.size and (min(a.min(), b.min()) < 0 or a.max() >= n or b.max() >= m):
+        raise ParamsError(
+            f"pair indices must lie in [0, {n})"
+            if m == n
+            else f"pair indices must lie in [0, {n}) and [0, {m})"
+        )
     return a, b
 
 
 def exact_jaccard(sets: Ragged, left: npt.ArrayLike, right: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """Exact Jaccard of set ``left[i]`` with set ``right[i]`` (each sorted and distinct, as from
     ``shingle_batch``); a pair of empty sets gives 0, since empty documents are never duplicates."""
-    a, b = _indices(len(sets), left, right)
-    values = np.ascontiguousarray(sets.values, dtype=np.uint32)
-    return _kernels.pair_jaccard(values, sets.offsets, a, b)
+    return exact_jaccard_across(sets, sets, left, right)
+
+
+def exact_jaccard_across(
+    first: Ragged, second: Ragged, left: npt.ArrayLike, right: npt.ArrayLike
+) -> npt.NDArray[np.float64]:
+    """Exact Jaccard of set ``left[i]`` of ``first`` with set ``right[i]`` of ``second`` (as
+    ``exact_jaccard``), without concatenating the two batches."""
+    a, b = _indices(len(first), left, right, len(second))
+    a_values = np.ascontiguousarray(first.values, dtype=np.uint32)
+    b_values = a_values if second is first else np.ascontiguousarray(second.values, dtype=np.uint32)
+    return _kernels.pair_jaccard(a_values, first.offsets, b_values, second.offsets, a, b)
 
 
 def signature_agreement(
