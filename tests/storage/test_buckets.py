@@ -10,10 +10,12 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from neardup.storage import buckets
 from neardup.storage.connect import connect
 from neardup.storage.scope import Scope
+from tests._corpus import planted_corpus
 from tests.conftest import psycopg_url
 
 
@@ -81,3 +83,42 @@ def test_refused_without_the_index_holding_nothing(make_index: Callable[..., Any
                 other.execute("SET LOCAL lock_timeout = '200ms'")
                 buckets.create_index(Scope(other, scope.schema, scope.collection_id, scope.distributed))
         assert buckets.has_index(scope)
+
+
+def test_a_query_reads_an_older_partitions_band_bucket_content_index_alike(
+    make_index: Callable[..., Any], database_url: str
+) -> None:
+    # Collections made before the index on the key alone keep a unique (band, bucket, content_id)
+    # index under the same name; a query's lookup must find the same documents through it.
+    docs = planted_corpus(n_sources=8, copies=2, seed=4)
+    index = make_index(threshold=0.5, bands=32, rows=4)
+    index.add(docs)
+    texts = [text for _, text in docs[::3]]
+    expected = [index.query(text) for text in texts]
+    assert any(expected)
+    with _scopes(index, database_url) as (scope, other):
+        other.execute(_index_sql(scope, "DROP INDEX {bucket_index_q}"))
+        other.execute(
+            _index_sql(scope, "CREATE UNIQUE INDEX {bucket_index} ON {buckets_p} (band, bucket, content_id)")
+        )
+        other.execute(_index_sql(scope, "ANALYZE {buckets_p}"))
+    assert [index.query(text) for text in texts] == expected
+    if not index.distributed:
+        # And through the index, not a scan of the partition: the prepared lookup, planned with
+        # sequential scans off, still names no sequential scan of the buckets.
+        conn = index._scope.conn
+        (name,) = conn.execute(
+            "SELECT name FROM pg_prepared_statements WHERE statement LIKE '%%array_positions%%'"
+        ).fetchone()
+        keys = index._writer.sketcher.band_keys(index._writer.sketcher.signatures([texts[0]]))[0]
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_seqscan = off")
+            # EXPLAIN EXECUTE takes no bound parameters: the values go in as quoted literals.
+            arguments = [index._scope.collection_id, list(range(keys.size)), keys.tolist()]
+            statement = sql.SQL("EXPLAIN (COSTS OFF) EXECUTE {}({}, {}::int2[], {}::int8[])").format(
+                sql.Identifier(name), *map(sql.Literal, arguments)
+            )
+            plan = conn.execute(statement).fetchall()
+        text = "\n".join(row[0] for row in plan)
+        assert "Seq Scan on buckets" not in text, text
+        assert "_lookup" in text, text

@@ -170,31 +170,34 @@ def lookup(scope: Scope, keys: npt.NDArray[np.int64], with_text: bool) -> list[t
         if with_text
         else "NULL::text"
     )
-    candidates = (
-        "SELECT DISTINCT b.content_id FROM unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket) "
-        "JOIN {buckets_p} b ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket"
-    )
     columns = (
         f"SELECT s.content_id, s.signature, {text}, "
         "ARRAY(SELECT d.external_id FROM {documents_p} d "
         "WHERE d.collection_id = %(c)s AND d.content_id = s.content_id ORDER BY d.external_id) "
     )
+    params: dict[str, Any] = {
+        "c": scope.collection_id,
+        "bands": Int2s(np.arange(keys.shape[0])),
+        "keys": Int8s(keys),
+    }
     if scope.distributed:
         query = (
-            f"WITH c AS MATERIALIZED ({candidates}) {columns}FROM {{signatures_p}} s "
+            "WITH c AS MATERIALIZED (SELECT DISTINCT b.content_id "
+            "FROM unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket) JOIN {buckets_p} b "
+            "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket) "
+            f"{columns}FROM {{signatures_p}} s "
             "WHERE s.collection_id = %(c)s AND s.content_id IN (SELECT content_id FROM c)"
         )
     else:
+        # One index scan for all the keys (band i's key at position i + 1), not a join with a
+        # function scan that rescans the index per key: 0.8x a lookup's time in a hand A/B on
+        # bench_profile's 1M collection (400 instead of 500 us, the round trip included). The
+        # bands' condition lets a partition's older (band, bucket, content_id) index serve too.
         query = (
-            f"{columns}FROM ({candidates}) c "
+            f"{columns}FROM (SELECT DISTINCT b.content_id FROM {{buckets_p}} b "
+            "WHERE b.collection_id = %(c)s AND b.band = ANY(%(bands)s::int2[]) "
+            "AND b.bucket = ANY(%(keys)s::int8[]) "
+            "AND b.band + 1 = ANY(array_positions(%(keys)s::int8[], b.bucket))) c "
             "JOIN {signatures_p} s ON s.collection_id = %(c)s AND s.content_id = c.content_id"
         )
-    return (
-        scope.binary_cursor()
-        .execute(
-            scope.sql(query),
-            {"c": scope.collection_id, "bands": Int2s(np.arange(keys.shape[0])), "keys": Int8s(keys)},
-            prepare=not scope.distributed,
-        )
-        .fetchall()
-    )
+    return scope.binary_cursor().execute(scope.sql(query), params, prepare=not scope.distributed).fetchall()
