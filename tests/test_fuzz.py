@@ -5,13 +5,13 @@ given."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from neardup.core import shingles
@@ -79,6 +79,19 @@ def _json_ok(value: Any) -> bool:
     return False
 
 
+def _as_jsonb(value: Any) -> Any:
+    """The value as jsonb keeps it: numbers by their decimal value (jsonb stores them as numeric,
+    so the float 4.013154961190794e+16 comes back as the integer 40131549611907940), strings,
+    booleans and nulls as they are, lists and objects element by element."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, int | float):
+        return ("number", Decimal(repr(value)) if isinstance(value, float) else Decimal(value))
+    if isinstance(value, list):
+        return [_as_jsonb(v) for v in value]
+    return {k: _as_jsonb(v) for k, v in value.items()}
+
+
 def _valid(record: Any) -> tuple[str, str, Any] | None:
     """The record's (id, text, meta) if neardup must take it, else None (an oracle written apart)."""
     if isinstance(record, dict):
@@ -125,6 +138,8 @@ def _first_refused(records: list[Any], batch_size: int) -> tuple[int | None, dic
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(records=wild_records, batch_size=st.integers(1, 5))
+# Found by CI: jsonb keeps this float as the numeric 40131549611907940, which loads as an int.
+@example(records=[("0", "", {"": 4.013154961190794e16})], batch_size=1)
 def test_any_records_are_stored_in_whole_batches_or_refused_with_input_error(
     fuzz_index: Index, state: Callable[[], State], records: list[Any], batch_size: int
 ) -> None:
@@ -144,7 +159,7 @@ def test_any_records_are_stored_in_whole_batches_or_refused_with_input_error(
     assert {d[0] for d in stored.documents} == set(expected)
     for doc_id, _, meta in stored.documents:
         given_meta = expected[doc_id][1]
-        assert meta == (None if given_meta is None else json.loads(json.dumps(given_meta)))
+        assert _as_jsonb(meta) == _as_jsonb(given_meta)
     assert stored.dangling == 0
 
 
