@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from neardup.core import Normalization, Ragged, normalize, shingle_batch, shingles
 from neardup.core.normalize import split_words
-from neardup.core.shingle import distinct, distinct_rows
+from neardup.core.shingle import distinct_rows
 from neardup.errors import ParamsError
 
 texts = st.text(alphabet=st.sampled_from("ab c\nДé✓\u3000") | st.characters(), max_size=80)
@@ -95,7 +95,7 @@ def test_distinct_sorts_and_dedupes_each_document(lengths: list[int], seed: int,
     # Lengths on both sides of the radix-sort cut-over (64), values with repeats in every digit.
     rng = np.random.default_rng(seed)
     arrays = [rng.integers(0, spread, n, dtype=np.uint64).astype(np.uint32) for n in lengths]
-    got = distinct(Ragged.from_arrays(arrays, np.uint32))
+    got = distinct_rows(Ragged.from_arrays(arrays, np.uint32), np.arange(len(arrays)))
     assert len(got) == len(arrays)
     for part, arr in zip(got, arrays, strict=True):
         assert np.array_equal(part, np.unique(arr))

@@ -58,12 +58,6 @@ def shingle_code_points(
     return Ragged(values, offsets)
 
 
-def distinct(sets: Ragged) -> Ragged:
-    """Each document's values sorted with repeats dropped (what exact Jaccard needs)."""
-    values, offsets = _kernels.unique_sorted(np.ascontiguousarray(sets.values, dtype=np.uint32), sets.offsets)
-    return Ragged(values, offsets)
-
-
 def distinct_rows(sets: Ragged, rows: npt.NDArray[np.int64]) -> Ragged:
     """The values of documents ``rows`` (in that order), each sorted with repeats dropped."""
     values = np.ascontiguousarray(sets.values, dtype=np.uint32)

@@ -29,7 +29,7 @@ class Sketch:
     """Everything the index stores or checks about a batch of texts, row i for text i."""
 
     shingles: Ragged
-    """Shingle hashes of each text in text order, repeats kept (``distinct`` sorts and dedupes)."""
+    """Shingle hashes of each text in text order, repeats kept (``distinct_shingles`` sorts and dedupes)."""
     signatures: npt.NDArray[np.uint32]
     """MinHash signatures, docs x num_perm."""
     hashes: list[bytes] | None

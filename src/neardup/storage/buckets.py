@@ -190,8 +190,8 @@ def lookup(scope: Scope, keys: npt.NDArray[np.int64], with_text: bool) -> list[t
         )
     else:
         # One index scan for all the keys (band i's key at position i + 1), not a join with a
-        # function scan that rescans the index per key: 0.8x a lookup's time in a hand A/B on
-        # bench_profile's 1M collection (400 instead of 500 us, the round trip included). The
+        # function scan that rescans the index per key: 0.9x a lookup's time in a hand A/B on
+        # bench_profile's 1M collection (421 instead of 470 us, the round trip included). The
         # bands' condition lets a partition's older (band, bucket, content_id) index serve too.
         query = (
             f"{columns}FROM (SELECT DISTINCT b.content_id FROM {{buckets_p}} b "
