@@ -48,6 +48,41 @@ def test_a_place_is_given_back_exactly(where: str) -> None:
     assert seen.place_of("x") == where
 
 
+@settings(max_examples=50)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a.jsonl:", "b c ", "x:", "record ", "f"]), st.text("0123456789", max_size=14)
+        ),
+        max_size=40,
+    )
+)
+def test_one_reader_gives_each_place_back_exactly(places: list[tuple[str, str]]) -> None:
+    """Places read one after another from one SeenIds (whose parse of ``file:line`` is shortcut for
+    the same file as the last line) come back as they were given, leading zeros and long numbers
+    included."""
+    seen = SeenIds()
+    for n, (name, number) in enumerate(places):
+        seen.add(f"id{n}", name + number)
+    assert [seen.place_of(f"id{n}") for n in range(len(places))] == [name + num for name, num in places]
+
+
+def test_seen_ids_find_every_repeat_among_many_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Enough ids that the bitmap in front of the sorted arrays grows several times: every id read
+    is found with its place, and ids never read are not (each one checked, so a bitmap bit left
+    unset or a lookup that stopped at the bitmap would show)."""
+    monkeypatch.setattr(records, "_MERGE_EVERY", 997)
+    monkeypatch.setattr(records, "_MIN_BITMAP_BYTES", 64)
+    seen = SeenIds()
+    sizes = []
+    for i in range(20_000):
+        seen.add(f"doc-{i}", f"in.jsonl:{i + 1}")
+        sizes.append(len(seen._bitmap))
+    assert len(set(sizes)) >= 4  # the bitmap grew with the ids
+    assert all(seen.place_of(f"doc-{i}") == f"in.jsonl:{i + 1}" for i in range(20_000))
+    assert not any(seen.place_of(f"other-{i}") for i in range(20_000))
+
+
 def test_a_repeat_far_apart_is_named_with_its_first_place(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(records, "_MERGE_EVERY", 10)
     source = [SourceRecord(f"id{i}", f"text {i}", None, f"in.jsonl:{i + 1}", "") for i in range(100)]
@@ -84,6 +119,26 @@ def test_an_empty_or_blank_text_is_a_document(text: str) -> None:
     assert to_document(("e", text), "here") == Document("e", text, None)
     source = [SourceRecord("e", text, None, "in.jsonl:1", "")]
     assert list(checked(source)) == [Document("e", text, None)]
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        (("a\x00b", "text"), r"^here \(id 'a\\x00b'\): field 'id' contains a NUL character$"),
+        (("a\ud800", "text"), r"^here \(id 'a\\ud800'\): field 'id' is not valid Unicode \(a lone"),
+        (("a", "t\x00"), r"^here \(id 'a'\): field 'text' contains a NUL character$"),
+        (("a", "t\udfff"), r"^here \(id 'a'\): field 'text' is not valid Unicode \(a lone surrogate\)$"),
+        (("a", 7), r"^here \(id 'a'\): field 'text' must be a string, got int$"),
+        (("a", "t", [1]), r"^here \(id 'a'\): field 'meta' must be a mapping, got list$"),
+        (("a", "t", {"k": "\x00"}), r"^here \(id 'a'\): field 'meta' contains a NUL character"),
+    ],
+)
+def test_a_bad_field_is_named_with_its_place_and_id(record: Any, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        to_document(record, "here")
+    source = [SourceRecord(record[0], record[1], record[2] if len(record) == 3 else None, "here", "")]
+    with pytest.raises(InputError, match=message):
+        list(checked(source))
 
 
 def test_metadata_nested_too_deeply_is_refused_in_one_line() -> None:

@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, cast
+from typing import Any, BinaryIO, Literal, NamedTuple, cast
 
 from neardup.errors import InputError
-from neardup.records import Document, SeenIds, to_document
+from neardup.records import Document, SeenIds, document_of
 
 Format = Literal["jsonl", "csv", "tsv", "txt"]
 FORMATS: tuple[Format, ...] = ("jsonl", "csv", "tsv", "txt")
@@ -34,9 +34,9 @@ UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 DEFAULT_MAX_TEXT_LENGTH = 10_000_000
 
 
-@dataclass(frozen=True)
-class SourceRecord:
-    """One input record: id, text, other fields, and its place (``file:line``)."""
+class SourceRecord(NamedTuple):
+    """One input record: id, text, other fields, and its place (``file:line``). A named tuple: made
+    once a record, in half the time of a frozen dataclass."""
 
     id: str
     text: str
@@ -337,7 +337,7 @@ def checked(
     seen = SeenIds()
     for r in records:
         try:
-            document = to_document({"id": r.id, "text": r.text, "meta": r.meta}, r.where)
+            document = document_of(r.id, r.text, r.meta, r.where)
             doc_id, text = document.id, document.text
             if max_text_length is not None and len(text) > max_text_length:
                 raise InputError(

@@ -47,19 +47,26 @@ def to_document(record: Record, where: str) -> Document:
         raise InputError(
             f"{where}: expected (id, text), (id, text, meta) or a dict, got {type(record).__name__}"
         )
+    return document_of(doc_id, text, meta, where)
+
+
+def document_of(doc_id: object, text: object, meta: object, where: str) -> Document:
+    """The ``Document`` of an id, a text and metadata, or InputError naming ``where`` and the field
+    that is wrong. Messages are formatted only for a bad record: a good one costs a few checks."""
     doc_id = check_id(doc_id, where)
     if not isinstance(text, str):
         raise InputError(
-            f"{where} (id {doc_id!r:.80}): field 'text' must be a string, got {type(text).__name__}"
+            f"{_with_id(where, doc_id)}: field 'text' must be a string, got {type(text).__name__}"
         )
-    _check_string(text, "text", f"{where} (id {doc_id!r:.80})")
+    if problem := _string_problem(text):
+        raise InputError(f"{_with_id(where, doc_id)}: field 'text' {problem}")
     if meta is None:
         return Document(doc_id, text, None)
     if not isinstance(meta, Mapping):
         raise InputError(
-            f"{where} (id {doc_id!r:.80}): field 'meta' must be a mapping, got {type(meta).__name__}"
+            f"{_with_id(where, doc_id)}: field 'meta' must be a mapping, got {type(meta).__name__}"
         )
-    return Document(doc_id, text, _json_object(meta, f"{where} (id {doc_id!r:.80}): field 'meta'"))
+    return Document(doc_id, text, _json_object(meta, f"{_with_id(where, doc_id)}: field 'meta'"))
 
 
 def check_id(doc_id: object, where: str) -> str:
@@ -69,15 +76,22 @@ def check_id(doc_id: object, where: str) -> str:
         raise InputError(f"{where}: field 'id' must be a non-empty string, got {doc_id!r:.80}")
     if len(doc_id) > ID_MAX_BYTES // 4 and len(doc_id.encode("utf-8", "replace")) > ID_MAX_BYTES:
         raise InputError(f"{where}: field 'id' is longer than {ID_MAX_BYTES} bytes ({doc_id!r:.80}...)")
-    _check_string(doc_id, "id", f"{where} (id {doc_id!r:.80})")
+    if problem := _string_problem(doc_id):
+        raise InputError(f"{_with_id(where, doc_id)}: field 'id' {problem}")
     return doc_id
 
 
-def _check_string(value: str, field_name: str, where: str) -> None:
+def _with_id(where: str, doc_id: str) -> str:
+    return f"{where} (id {doc_id!r:.80})"
+
+
+def _string_problem(value: str) -> str | None:
+    """Why PostgreSQL's text cannot hold ``value`` (a NUL, a lone surrogate), or None."""
     if "\x00" in value:
-        raise InputError(f"{where}: field {field_name!r} contains a NUL character")
+        return "contains a NUL character"
     if not value.isascii() and not _encodable(value):
-        raise InputError(f"{where}: field {field_name!r} is not valid Unicode (a lone surrogate)")
+        return "is not valid Unicode (a lone surrogate)"
+    return None
 
 
 def documents(records: Iterable[Record], start: int = 0) -> Iterator[Document]:
@@ -137,46 +151,84 @@ def _has_nul(value: Any) -> bool:
 _MERGE_EVERY = 50_000
 # A place is a source (a file, or "record") and a number (a line, or a position) in one int64.
 _NUMBER_BITS = 40
+# The bitmap in front of the sorted arrays has at least this many bits for each id in them (and at
+# most twice as many): about one bit in 16 is set, so a new id reaches the arrays' binary search
+# one time in 16 or less. That search is a numpy call, which releases and retakes the GIL; ids are
+# read on a thread beside the sketching and writing ones, and a call per id cost them the GIL at
+# every record (py-spy of a 200,000-document ingest: a third of the reading thread's time).
+_BITS_PER_ID = 16
+_MIN_BITMAP_BYTES = 1 << 16
 
 
 class SeenIds:
     """The ids read so far and where each was read, in about 16 bytes an id, so reading stays flat
-    in memory: 64-bit hashes of the ids with their places in sorted arrays, the newest in a dict.
+    in memory: 64-bit hashes of the ids with their places in sorted arrays, the newest in a dict,
+    and a bitmap of the arrays' hashes that answers most lookups of a new id in Python alone.
     Two different ids with equal 64-bit hashes would be taken for a repeat (odds ~n²/2⁶⁵)."""
 
     def __init__(self) -> None:
         self._hashes = np.empty(0, np.int64)
         self._places = np.empty(0, np.int64)
+        self._bitmap = bytearray()
+        self._mask = -1  # bits in the bitmap - 1 (a power of two); -1 while it is empty
         self._recent: dict[int, int] = {}
         self._sources: dict[str, int] = {}
         self._names: list[str] = []
+        self._last_name = ""
 
     def place_of(self, doc_id: str) -> str | None:
         """Where ``doc_id`` was read before (as given to ``add``), or None."""
         key = hash(doc_id)
         place = self._recent.get(key)
-        if place is None and self._hashes.size:
-            i = int(np.searchsorted(self._hashes, key))
-            if i < self._hashes.size and self._hashes[i] == key:
-                place = int(self._places[i])
         if place is None:
-            return None
+            bit = key & self._mask
+            if self._mask < 0 or not self._bitmap[bit >> 3] >> (bit & 7) & 1:
+                return None
+            i = int(np.searchsorted(self._hashes, key))
+            if i == self._hashes.size or self._hashes[i] != key:
+                return None
+            place = int(self._places[i])
         name, number = self._names[place >> _NUMBER_BITS], place & ((1 << _NUMBER_BITS) - 1)
         return f"{name}{number}" if number else name
 
     def add(self, doc_id: str, where: str) -> None:
         """Remember that ``doc_id`` was read at ``where`` (``file:line``, ``record N``, or a file)."""
-        name, number = _split_place(where)
+        name, number = self._split(where)
         source = self._sources.get(name)
         if source is None:
             source = self._sources[name] = len(self._names)
             self._names.append(name)
         self._recent[hash(doc_id)] = (source << _NUMBER_BITS) | number
         if len(self._recent) >= _MERGE_EVERY:
-            hashes = np.concatenate([self._hashes, np.fromiter(self._recent.keys(), np.int64)])
-            places = np.concatenate([self._places, np.fromiter(self._recent.values(), np.int64)])
-            order = np.argsort(hashes, kind="stable")
-            self._hashes, self._places, self._recent = hashes[order], places[order], {}
+            self._merge()
+
+    def _split(self, where: str) -> tuple[str, int]:
+        """``_split_place(where)``, without its general parse when ``where`` is the last numbered
+        place's name followed by a number, as each line of one file is."""
+        name = self._last_name
+        if name and where.startswith(name):
+            digits = where[len(name) :]
+            # As _split_place: ASCII digits, no leading zero, under 2**40 (12 digits at most).
+            if digits.isascii() and digits.isdigit() and digits[0] != "0" and len(digits) <= 12:
+                return name, int(digits)
+        name, number = _split_place(where)
+        if number:
+            self._last_name = name
+        return name, number
+
+    def _merge(self) -> None:
+        """Move the recent ids into the sorted arrays and mark them in the bitmap."""
+        fresh = np.fromiter(self._recent.keys(), np.int64, len(self._recent))
+        hashes = np.concatenate([self._hashes, fresh])
+        places = np.concatenate([self._places, np.fromiter(self._recent.values(), np.int64)])
+        order = np.argsort(hashes, kind="stable")
+        self._hashes, self._places, self._recent = hashes[order], places[order], {}
+        if (self._mask + 1) < _BITS_PER_ID * hashes.size:
+            size = max(_MIN_BITMAP_BYTES, 1 << int(_BITS_PER_ID * hashes.size // 8).bit_length())
+            self._bitmap, self._mask, fresh = bytearray(size), 8 * size - 1, hashes
+        bits = fresh & self._mask
+        marks = np.frombuffer(self._bitmap, np.uint8)
+        np.bitwise_or.at(marks, bits >> 3, np.left_shift(1, bits & 7).astype(np.uint8))
 
 
 def _split_place(where: str) -> tuple[str, int]:
