@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from neardup.core import SCHEMES, MinHasher, band_keys, candidate_probability
+from neardup.core.lsh import distinct_keys
 from neardup.errors import ParamsError
 
 from ._sets import pairs_with_jaccard
@@ -25,6 +26,21 @@ def test_keys_agree_exactly_when_bands_agree(sigs: np.ndarray, banding: tuple[in
                     sigs[i, band * r : (band + 1) * r], sigs[j, band * r : (band + 1) * r]
                 )
                 assert (keys[i, band] == keys[j, band]) == same_band
+
+
+@given(
+    arrays(
+        np.int64,
+        st.tuples(st.integers(0, 30), st.integers(0, 6)),
+        elements=st.one_of(st.integers(-3, 3), st.integers(-(2**63), 2**63 - 1)),
+    )
+)
+def test_distinct_keys_are_each_bands_distinct_buckets_in_order(keys: np.ndarray) -> None:
+    band, bucket = distinct_keys(keys)
+    expected = [(b, int(k)) for b in range(keys.shape[1]) for k in np.unique(keys[:, b])]
+    assert band.dtype == np.int16
+    assert bucket.dtype == np.int64
+    assert list(zip(band.tolist(), bucket.tolist(), strict=True)) == expected
 
 
 def test_rows_order_matters_and_unused_rows_do_not() -> None:
