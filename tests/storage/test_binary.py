@@ -84,6 +84,24 @@ def test_aggregated_signatures_load_as_a_matrix(conn: Connection, sigs: np.ndarr
     assert (row[0] == sigs).all()
 
 
+def test_a_stream_larger_than_one_send_arrives_whole(conn: Connection) -> None:
+    """A batch's stream (here 21 MB of signatures, far over what psycopg puts in one message) is
+    sent from the one buffer in chunks: every row arrives, every value in place."""
+    rng = np.random.default_rng(7)
+    sigs = rng.integers(0, 2**32, (20_000, 128), dtype=np.uint32)
+    stream = copy_stream([("int8", np.arange(sigs.shape[0])), ("int4[]", sigs)])
+    assert stream.nbytes > 20_000 * 128 * 8
+    with conn.transaction(force_rollback=True):
+        conn.execute("CREATE TEMP TABLE big (i int8, e int4[])")
+        with conn.cursor() as cur, cur.copy("COPY big FROM STDIN (FORMAT BINARY)") as cp:
+            cp.write(stream)
+        with conn.cursor(binary=True) as cur:
+            row = cur.execute("SELECT array_agg(e ORDER BY i), count(*) FROM big").fetchone()
+    assert row is not None
+    assert row[1] == sigs.shape[0]
+    assert (row[0] == sigs).all()
+
+
 @given(
     hnp.arrays(np.int64, st.integers(0, 50), elements=st.integers(-(2**63), 2**63 - 1)),
     hnp.arrays(np.int16, st.integers(0, 50), elements=st.integers(-(2**15), 2**15 - 1)),

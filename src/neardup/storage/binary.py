@@ -33,11 +33,17 @@ Kind = Literal["int2", "int4", "int8", "float4", "float8", "bytea", "int4[]"]
 _SCALARS: dict[str, str] = {"int2": ">i2", "int4": ">i4", "int8": ">i8", "float4": ">f4", "float8": ">f8"}
 
 
-def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> bytes:
+def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> memoryview:
     """The binary COPY data for rows whose i-th value of column j is ``columns[j][1][i]``.
 
     ``bytea`` and ``int4[]`` columns are 2-D arrays (uint8 and uint32 respectively), one row per
     table row, so every value of such a column has the same length.
+
+    The rows are written in place between the header and the trailer of one buffer, handed out as
+    a memoryview, which psycopg sends in chunks without copying: a batch's signatures are ~53 MB,
+    and ``tobytes()``, the concatenation and psycopg's slicing of bytes each copied them once more
+    into freshly faulted pages (perf of a 200,000-document ingest: page zeroing and memmove were a
+    tenth of the process's CPU).
     """
     arrays = [np.asarray(values) for _, values in columns]
     n = arrays[0].shape[0] if arrays else 0
@@ -56,7 +62,11 @@ def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> bytes:
             fields.append((f"v{j}", ">i4", (width, 2)))
         else:
             raise InternalError(f"unsupported COPY column kind {kind!r}")
-    rows = np.empty(n, dtype=np.dtype(fields))
+    row_type = np.dtype(fields)
+    stream = np.empty(len(_HEADER) + n * row_type.itemsize + len(_TRAILER), dtype=np.uint8)
+    stream[: len(_HEADER)] = np.frombuffer(_HEADER, dtype=np.uint8)
+    stream[stream.size - len(_TRAILER) :] = np.frombuffer(_TRAILER, dtype=np.uint8)
+    rows = np.ndarray(n, dtype=row_type, buffer=stream, offset=len(_HEADER))
     rows["count"] = len(columns)
     for j, ((kind, _), arr) in enumerate(zip(columns, arrays, strict=True)):
         if kind in _SCALARS:
@@ -73,7 +83,7 @@ def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> bytes:
             rows[f"v{j}"][..., 0] = 4
             # The stored int4 carries the uint32 bits of the signature value.
             rows[f"v{j}"][..., 1] = np.ascontiguousarray(arr, dtype=np.uint32).view(np.int32)
-    return _HEADER + rows.tobytes() + _TRAILER
+    return stream.data
 
 
 class _ArrayLoader(Loader):

@@ -11,7 +11,7 @@ from neardup.storage.binary import Int8s, copy_stream
 from neardup.storage.scope import Scope
 
 
-def _copy(scope: Scope, table_and_columns: str, data: bytes) -> None:
+def _copy(scope: Scope, table_and_columns: str, data: memoryview) -> None:
     with (
         scope.conn.cursor() as cur,
         cur.copy(scope.sql(f"COPY {table_and_columns} FROM STDIN (FORMAT BINARY)")) as cp,
