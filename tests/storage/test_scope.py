@@ -39,6 +39,21 @@ def test_scope_quotes_schema_and_names_partitions(database_url: str) -> None:
         conn.close()
 
 
+@pytest.mark.parametrize("schema", ["nd_x", "a", "public", "s_0123456789"])
+def test_rendered_sql_is_what_the_connection_renders(database_url: str, schema: str) -> None:
+    """``sql_bytes`` (rendered once, without a connection) gives the bytes psycopg renders for the
+    same statement on a connection, per schema and collection."""
+    conn = connect(database_url)
+    try:
+        template = "SELECT * FROM {documents_p} d JOIN {s}.pairs ON d.x = %(c)s"
+        for collection_id in (3, 12):
+            scope = Scope(conn, schema, collection_id)
+            assert scope.sql_bytes(template) == scope.sql(template).as_bytes(conn)
+        assert Scope(conn, schema, 3).sql_bytes(template) != Scope(conn, schema, 12).sql_bytes(template)
+    finally:
+        conn.close()
+
+
 def test_binary_cursor_is_kept_per_scope_and_replaced_once_closed(database_url: str) -> None:
     conn = connect(database_url)
     try:

@@ -11,6 +11,7 @@ width the whole stream is one numpy structured array: no Python work per row.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -28,6 +29,8 @@ _HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
 _TRAILER = b"\xff\xff"
 # Element type OID of int4, written inside every int4[] value.
 _INT4_OID = 23
+# An array value's first two header fields: dimensions and the has-NULL flag.
+_HEAD = struct.Struct(">2i")
 
 Kind = Literal["int2", "int4", "int8", "float4", "float8", "bytea", "int4[]"]
 _SCALARS: dict[str, str] = {"int2": ">i2", "int4": ">i4", "int8": ">i8", "float4": ">f4", "float8": ">f8"}
@@ -93,27 +96,32 @@ class _ArrayLoader(Loader):
     wire = ">i8"
     dtype: type[np.integer] = np.int64
 
+    # Each element on the wire: its 4-byte length, then its big-endian value.
+    items: np.dtype[np.void] = np.dtype([("len", ">i4"), ("v", wire)])
+
     def load(self, data: bytes | bytearray | memoryview) -> np.ndarray:
-        header = np.frombuffer(data, dtype=">i4", count=3)
-        ndim = int(header[0])
+        # Header: ndim, has-null flag, element oid, then (length, lower bound) per dimension; then
+        # each element as a 4-byte length and its big-endian value. The header is read with struct,
+        # not numpy: a query loads one such value a candidate, and numpy's calls cost more per call.
+        ndim, has_null = _HEAD.unpack_from(data)
         if ndim == 0:
             return np.empty(0, dtype=self.dtype)
-        if header[1] != 0:
+        if has_null != 0:
             raise DatabaseError("expected an integer array without NULLs")
-        # Header: ndim, has-null flag, element oid, then (length, lower bound) per dimension; then
-        # each element as a 4-byte length and its big-endian value.
-        shape = tuple(int(n) for n in np.frombuffer(data, dtype=">i4", count=2 * ndim, offset=12)[::2])
-        rows = np.frombuffer(data, dtype=[("len", ">i4"), ("v", self.wire)], offset=12 + 8 * ndim)
+        shape = struct.unpack_from(f">{2 * ndim}i", data, 12)[::2]
+        rows = np.frombuffer(data, dtype=self.items, offset=12 + 8 * ndim)
         return rows["v"].astype(self.dtype).reshape(shape)
 
 
 class _Int2ArrayLoader(_ArrayLoader):
     wire, dtype = ">i2", np.int16
+    items = np.dtype([("len", ">i4"), ("v", wire)])
 
 
 class _Int4ArrayLoader(_ArrayLoader):
     # int4[] holds signatures: the stored int4 carries the bits of a uint32 value.
     wire, dtype = ">u4", np.uint32
+    items = np.dtype([("len", ">i4"), ("v", wire)])
 
 
 # PostgreSQL's fixed OIDs of int2[], int4[] and int8[].
@@ -149,15 +157,16 @@ class _ArrayDumper(Dumper):
         if values.ndim != 1:
             raise InternalError(f"an array parameter must be 1-D, got shape {values.shape}")
         if values.size == 0:
-            return np.array([0, 0, self.element_oid], dtype=">i4").tobytes()
+            return struct.pack(">3i", 0, 0, self.element_oid)
         # ndim 1, no NULLs, the element type, then the one dimension: length, lower bound 1; then
         # each element as its 4-byte length and big-endian value.
         items = np.empty(values.size, dtype=[("len", ">i4"), ("v", self.wire)])
         items["len"] = np.dtype(self.wire).itemsize
         items["v"] = values
-        if not np.array_equal(items["v"], values):
+        # Values of a type that fits the wire's as it is need no check (a query's keys are int64).
+        if not np.can_cast(values.dtype, self.wire) and not np.array_equal(items["v"], values):
             raise InternalError(f"array parameter values out of range for {self.wire}")
-        return np.array([1, 0, self.element_oid, values.size, 1], dtype=">i4").tobytes() + items.tobytes()
+        return struct.pack(">5i", 1, 0, self.element_oid, values.size, 1) + items.tobytes()
 
 
 class _Int2ArrayDumper(_ArrayDumper):

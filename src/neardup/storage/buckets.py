@@ -177,7 +177,7 @@ def lookup(scope: Scope, keys: npt.NDArray[np.int64], with_text: bool) -> list[t
     )
     params: dict[str, Any] = {
         "c": scope.collection_id,
-        "bands": Int2s(np.arange(keys.shape[0])),
+        "bands": Int2s(np.arange(keys.shape[0], dtype=np.int16)),
         "keys": Int8s(keys),
     }
     if scope.distributed:
@@ -200,4 +200,5 @@ def lookup(scope: Scope, keys: npt.NDArray[np.int64], with_text: bool) -> list[t
             "AND b.band + 1 = ANY(array_positions(%(keys)s::int8[], b.bucket))) c "
             "JOIN {signatures_p} s ON s.collection_id = %(c)s AND s.content_id = c.content_id"
         )
-    return scope.binary_cursor().execute(scope.sql(query), params, prepare=not scope.distributed).fetchall()
+    cursor = scope.binary_cursor()
+    return cursor.execute(scope.sql_bytes(query), params, prepare=not scope.distributed).fetchall()

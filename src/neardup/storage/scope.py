@@ -33,6 +33,13 @@ def _compose(template: str, schema: str, collection_id: int) -> sql.Composed:
     return sql.SQL(template).format(**names)
 
 
+@lru_cache(maxsize=64)
+def _rendered(template: str, schema: str, collection_id: int) -> bytes:
+    # Identifiers render without a connection: neardup's schema and partition names are plain
+    # ASCII (check_schema_name, partition_name), the same bytes in any client encoding.
+    return _compose(template, schema, collection_id).as_bytes(None)
+
+
 @dataclass(frozen=True)
 class Scope:
     """Where storage functions act: a connection (the caller owns its transactions), a schema, a
@@ -50,6 +57,12 @@ class Scope:
     def sql(self, template: str) -> sql.Composed:
         """``template`` with ``{s}``, ``{<table>_p}`` and ``{bucket_index}`` filled in as identifiers."""
         return _compose(template, self.schema, int(self.collection_id))
+
+    def sql_bytes(self, template: str) -> bytes:
+        """``sql(template)`` rendered once to the bytes psycopg sends: for a statement run once a
+        query, whose rendering psycopg would otherwise repeat at every execute (~15 us of a 1M
+        collection's ~230 us lookup, timed by hand)."""
+        return _rendered(template, self.schema, int(self.collection_id))
 
     def binary_cursor(self) -> psycopg.Cursor[Any]:
         """One binary cursor kept for this scope's statements that run often (a query's lookup). A
