@@ -117,8 +117,10 @@ def test_interpreted_kernels_give_the_compiled_bits(
 
 
 def test_long_documents_sort_alike_both_ways() -> None:
+    """Rows on each side of the sort's cut-over (insertion below 64 values, radix above), long ones
+    too, sort and dedupe as numpy's sort does in the interpreted kernels."""
     rng = np.random.default_rng(7)
-    lengths = np.array([0, 1, 63, 64, 65, 700], dtype=np.int64)
+    lengths = np.array([0, 1, 63, 64, 65, 700, 5_119, 5_120, 9_000], dtype=np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     values = rng.integers(0, 2**32, size=int(offsets[-1]), dtype=np.uint32)
     values[::3] = values[1::3][: values[::3].size]  # repeats to drop
@@ -126,7 +128,7 @@ def test_long_documents_sort_alike_both_ways() -> None:
     for mode in MODES:
         with forced(mode):
             outputs.append(Ragged(*_kernels.unique_sorted(values, offsets)))
-            outputs.append(distinct_rows(Ragged(values, offsets), np.array([5, 0, 3, 5])))
+            outputs.append(distinct_rows(Ragged(values, offsets), np.array([5, 0, 3, 5, 8, 6, 7])))
     for compiled, interpreted in ((outputs[0], outputs[2]), (outputs[1], outputs[3])):
         np.testing.assert_array_equal(compiled.values, interpreted.values)
         np.testing.assert_array_equal(compiled.offsets, interpreted.offsets)
