@@ -11,6 +11,7 @@ width the whole stream is one numpy structured array: no Python work per row.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -89,15 +90,18 @@ def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> memoryview:
     return stream.data
 
 
+@functools.cache
+def _elements(wire: str) -> np.dtype[np.void]:
+    """An integer array's elements on the wire: each its 4-byte length, then its big-endian value."""
+    return np.dtype([("len", ">i4"), ("v", wire)])
+
+
 class _ArrayLoader(Loader):
     """Loads a binary integer array without NULLs (of any number of dimensions) as a numpy array."""
 
     format = Format.BINARY
     wire = ">i8"
     dtype: type[np.integer] = np.int64
-
-    # Each element on the wire: its 4-byte length, then its big-endian value.
-    items: np.dtype[np.void] = np.dtype([("len", ">i4"), ("v", wire)])
 
     def load(self, data: bytes | bytearray | memoryview) -> np.ndarray:
         # Header: ndim, has-null flag, element oid, then (length, lower bound) per dimension; then
@@ -109,19 +113,17 @@ class _ArrayLoader(Loader):
         if has_null != 0:
             raise DatabaseError("expected an integer array without NULLs")
         shape = struct.unpack_from(f">{2 * ndim}i", data, 12)[::2]
-        rows = np.frombuffer(data, dtype=self.items, offset=12 + 8 * ndim)
+        rows = np.frombuffer(data, dtype=_elements(self.wire), offset=12 + 8 * ndim)
         return rows["v"].astype(self.dtype).reshape(shape)
 
 
 class _Int2ArrayLoader(_ArrayLoader):
     wire, dtype = ">i2", np.int16
-    items = np.dtype([("len", ">i4"), ("v", wire)])
 
 
 class _Int4ArrayLoader(_ArrayLoader):
     # int4[] holds signatures: the stored int4 carries the bits of a uint32 value.
     wire, dtype = ">u4", np.uint32
-    items = np.dtype([("len", ">i4"), ("v", wire)])
 
 
 # PostgreSQL's fixed OIDs of int2[], int4[] and int8[].
@@ -160,7 +162,7 @@ class _ArrayDumper(Dumper):
             return struct.pack(">3i", 0, 0, self.element_oid)
         # ndim 1, no NULLs, the element type, then the one dimension: length, lower bound 1; then
         # each element as its 4-byte length and big-endian value.
-        items = np.empty(values.size, dtype=[("len", ">i4"), ("v", self.wire)])
+        items = np.empty(values.size, dtype=_elements(self.wire))
         items["len"] = np.dtype(self.wire).itemsize
         items["v"] = values
         # Values of a type that fits the wire's as it is need no check (a query's keys are int64).
