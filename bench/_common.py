@@ -221,6 +221,38 @@ def latencies_ms(fn: Callable[[str], Any], texts: Sequence[str], warmup: int = 2
     return out
 
 
+class CpuMeter:
+    """CPU seconds spent while it was open: by this process (user + system, all its threads) and by
+    the whole machine (busy time from /proc/stat, every core; None off Linux). The machine's less
+    this process's is mostly the PostgreSQL server's when the server is local and nothing else runs."""
+
+    def __init__(self) -> None:
+        self.process_s = 0.0
+        self.machine_s: float | None = None
+
+    @staticmethod
+    def _machine() -> float | None:
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:]]
+        except OSError:
+            return None
+        # user nice system idle iowait irq softirq steal ...: all but idle and iowait are busy.
+        busy = sum(fields[:8]) - fields[3] - fields[4]
+        return busy / os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self) -> CpuMeter:
+        self._process = time.process_time()
+        self._machine_start = self._machine()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process_s = time.process_time() - self._process
+        end = self._machine()
+        if end is not None and self._machine_start is not None:
+            self.machine_s = end - self._machine_start
+
+
 def pct(values: Sequence[float], q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
 

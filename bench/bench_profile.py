@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import random
 import sys
 import time
 from pathlib import Path
 
-from _common import REPO, Report, bench_schema, edited, header, latencies_ms, local_server, pct
+from _common import REPO, CpuMeter, Report, bench_schema, edited, header, latencies_ms, local_server, pct
 from bench_scaling import corpus_file, first_lines
 from neardup.index import Index
 from neardup.ingest import DEFAULT_BATCH_SIZE, StageClock
@@ -58,6 +59,22 @@ def sample_texts(path: Path, n: int, k: int, seed: int = 1) -> list[str]:
         return [json.loads(line)["text"] for i, line in enumerate(f) if i in wanted]
 
 
+def cpu_lines(cpu: CpuMeter, wall: float) -> list[str]:
+    """What the ingest cost in CPU, against what the machine's cores could give in its wall time: the
+    floor of the wall time, were every core busy throughout."""
+    cores = os.cpu_count() or 1
+    if cpu.machine_s is None:
+        return [f"CPU: this process {cpu.process_s:.1f} s (user + system, all its threads).", ""]
+    return [
+        f"CPU during the ingest: this process **{cpu.process_s:.1f} s** (user + system, all its threads), "
+        f"the rest of the machine (the PostgreSQL server, mostly) **{cpu.machine_s - cpu.process_s:.1f} s**: "
+        f"{cpu.machine_s:.1f} s of the {cores} x {wall:.1f} s the {cores} cores could give "
+        f"({100 * cpu.machine_s / (cores * wall):.0f}% busy). With every core busy throughout, the "
+        f"ingest would take at least **{cpu.machine_s / cores:.1f} s**.",
+        "",
+    ]
+
+
 def main() -> None:
     """Run the ingest with a stage clock and write the report."""
     parser = argparse.ArgumentParser(
@@ -82,7 +99,8 @@ def main() -> None:
         clock = StageClock()
         print(f"adding {args.n:,} documents ...", file=sys.stderr)
         t0 = time.perf_counter()
-        result = index.add(checked(read_records([str(source)])), batch_size=args.batch_size, clock=clock)
+        with CpuMeter() as cpu:
+            result = index.add(checked(read_records([str(source)])), batch_size=args.batch_size, clock=clock)
         wall = time.perf_counter() - t0
         stats = index.stats()
         rng = random.Random(2)
@@ -101,6 +119,7 @@ def main() -> None:
             "unindexed, finds candidates among its own rows in memory, and builds the bucket index once "
             "at the end.",
             "",
+            *cpu_lines(cpu, wall),
             f"On the full collection: query p50 **{pct(query_ms, 50):.2f} ms**, "
             f"p99 **{pct(query_ms, 99):.2f} "
             f"ms** ({len(query_ms):,} edited copies of stored documents, one at a time).",

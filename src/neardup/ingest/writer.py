@@ -56,7 +56,7 @@ from neardup.errors import CollectionNotFoundError, InputError, ParamsError, Sch
 from neardup.ingest.plan import Batch, BatchPlan, plan_batch
 from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.records import Record, documents
-from neardup.storage import buckets, catalog, contents, verified_pairs
+from neardup.storage import buckets, catalog, contents, statistics, verified_pairs
 from neardup.storage import documents as document_rows
 from neardup.storage.connect import Connection, connect, transaction, translated
 from neardup.storage.scope import Scope, read_snapshot
@@ -68,6 +68,12 @@ DEFAULT_BATCH_SIZE = 50_000
 # ~300 MB, twice that while two runs merge): a million documents under 16 bands; beyond that the
 # index is built and probed.
 DEFERRED_ROWS = 1 << 24
+# A batch that stores at least this many new contents, more than the collection held before it,
+# refreshes the planner's statistics before it commits: until autovacuum's ANALYZE (a minute
+# or more later), the planner guesses a partition's rows, and guessed badly on bench_profile's 1M
+# ingest (every stored text of the collection scanned to read a batch's few thousand). Smaller
+# partitions are a few pages, quick under any plan.
+ANALYZE_AFTER = 1_000
 # Batch sizes from which an ingest starts with smaller batches (``batch_sizes``): below it the
 # ramp would buy little, and a batch is exactly the size asked for.
 RAMP_FROM = 8_192
@@ -403,6 +409,10 @@ class Writer:
         )
         with clock.stage("advance the id counters"):
             self._writes = catalog.advance(scope, plan.next_doc_id)
+        grown = plan.new_ids.size
+        if grown >= ANALYZE_AFTER and grown > row.next_content_id - 1 and not scope.distributed:
+            with clock.stage("refresh the planner's statistics"):
+                statistics.refresh_planner_statistics(scope)
         replaced = len(plan.replaced_docs)
         return AddResult(plan.doc_ids.size - replaced, replaced, plan.unchanged, new_pairs, plan.empty)
 

@@ -1,0 +1,85 @@
+"""Planner statistics after a batch that more than doubles a collection: sampled before the batch
+commits, its own rows included, so the next statement is planned on them at once (autovacuum's
+ANALYZE comes a minute or more later). Against a real PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from neardup.ingest.writer import ANALYZE_AFTER
+from neardup.storage.names import partition_name
+from tests._corpus import planted_corpus
+from tests.conftest import psycopg_url
+
+TABLES = ("documents", "contents", "signatures", "pairs")
+
+
+def _planner_view(database_url: str, schema: str, collection: str) -> dict[str, tuple[float, set[str]]]:
+    """Each partition's row count as the planner has it (pg_class.reltuples) and its analyzed columns."""
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        row = conn.execute(f'SELECT collection_id FROM "{schema}".collections WHERE name = %s', [collection])
+        (cid,) = row.fetchone() or (None,)
+        seen: dict[str, tuple[float, set[str]]] = {}
+        for table in TABLES:
+            partition = partition_name(table, cid)
+            (tuples,) = conn.execute(
+                "SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [f'"{schema}"."{partition}"']
+            ).fetchone() or (None,)
+            columns = conn.execute(
+                "SELECT attname FROM pg_stats WHERE schemaname = %s AND tablename = %s", [schema, partition]
+            ).fetchall()
+            seen[table] = (float(tuples), {c[0] for c in columns})
+    return seen
+
+
+def test_a_batch_that_more_than_doubles_a_collection_leaves_statistics_of_its_own_rows(
+    make_index: Callable[..., Any], database_url: str, schema: str
+) -> None:
+    docs = planted_corpus(n_sources=500, copies=2, seed=4)  # 1,500 documents, most of them distinct
+    assert len(docs) > ANALYZE_AFTER
+    index = make_index(threshold=0.8, bands=64, rows=2)
+    index.add(docs, batch_size=len(docs))
+    seen = _planner_view(database_url, schema, index.name)
+    stored = index.stats()
+    # Every row was sampled (fewer than the 3,000 of its target of 10), so the planner's counts are
+    # exact.
+    assert seen["documents"][0] == stored.documents == len(docs)
+    assert seen["contents"][0] == seen["signatures"][0] == stored.contents
+    assert seen["pairs"][0] == stored.pairs > 0
+    # The columns neardup's statements filter and join on; not the texts or the signature arrays.
+    assert {"collection_id", "doc_id", "external_id", "content_id"} <= seen["documents"][1]
+    assert "text" not in seen["documents"][1]
+    assert {"content_id", "content_hash", "cluster_id"} <= seen["contents"][1]
+    assert seen["signatures"][1] == {"collection_id", "content_id"}
+    # The target of 10 for that ANALYZE only: 11 histogram bounds for a unique key (101 at the
+    # default of 100).
+    assert _histogram_bounds(database_url, schema, index.name, "documents", "doc_id") == 11
+
+
+def _histogram_bounds(database_url: str, schema: str, collection: str, table: str, column: str) -> int:
+    """Number of the column's histogram bounds in pg_stats (0 without a histogram)."""
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        row = conn.execute(f'SELECT collection_id FROM "{schema}".collections WHERE name = %s', [collection])
+        (cid,) = row.fetchone() or (None,)
+        (bounds,) = conn.execute(
+            "SELECT coalesce(array_length(histogram_bounds::text::text[], 1), 0) FROM pg_stats"
+            " WHERE schemaname = %s AND tablename = %s AND attname = %s",
+            [schema, partition_name(table, cid), column],
+        ).fetchone() or (0,)
+    return int(bounds)
+
+
+def test_a_small_batch_leaves_statistics_to_autovacuum(
+    make_index: Callable[..., Any], database_url: str, schema: str
+) -> None:
+    index = make_index(threshold=0.8, bands=64, rows=2)
+    index.add(planted_corpus(n_sources=20, copies=2, seed=4))  # 60 documents
+    # Never analyzed (autovacuum's threshold is 50 changed rows plus a tenth of the table, and it
+    # wakes once a minute at most): reltuples -1, no column statistics.
+    assert all(
+        tuples == -1 and not columns
+        for tuples, columns in _planner_view(database_url, schema, index.name).values()
+    )
