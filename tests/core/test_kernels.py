@@ -74,8 +74,7 @@ def everything(batch: list[str], params: Params) -> list[Any]:
     members = np.argsort(keys[:, 0], kind="stable").astype(np.int64)
     groups = np.array([0, len(batch)], dtype=np.int64)
     return [
-        sketch.shingles.values,
-        sketch.shingles.offsets,
+        *(a for part in sketch.shingles for a in (part.values, part.offsets)),
         sketch.signatures,
         sets.values,
         sets.offsets,

@@ -1,3 +1,5 @@
+import itertools
+
 import mmh3
 import numpy as np
 import pytest
@@ -6,7 +8,7 @@ from hypothesis import strategies as st
 
 from neardup.core import Normalization, Ragged, normalize, shingle_batch, shingles
 from neardup.core.normalize import split_words
-from neardup.core.shingle import distinct_rows
+from neardup.core.shingle import distinct_rows, distinct_rows_across
 from neardup.errors import ParamsError
 
 texts = st.text(alphabet=st.sampled_from("ab c\nДé✓\u3000") | st.characters(), max_size=80)
@@ -116,6 +118,34 @@ def test_distinct_rows_equals_distinct_of_the_rows_gathered(
     assert len(got) == rows.size
     for part, r in zip(got, rows.tolist(), strict=True):
         assert np.array_equal(part, np.unique(arrays[r]))
+
+
+@given(
+    lengths=st.lists(st.integers(0, 300), min_size=1, max_size=10),
+    cuts=st.lists(st.integers(0, 10), max_size=4),
+    picks=st.lists(st.integers(0, 9), max_size=12),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_distinct_rows_across_parts_equals_distinct_rows_of_them_joined(
+    lengths: list[int], cuts: list[int], picks: list[int], seed: int
+) -> None:
+    """Parts as a threaded sketch keeps them (empty ones too); rows in any order, with repeats."""
+    rng = np.random.default_rng(seed)
+    arrays = [rng.integers(0, 2**11, n, dtype=np.uint64).astype(np.uint32) for n in lengths]
+    bounds = [0, *sorted(c % (len(arrays) + 1) for c in cuts), len(arrays)]
+    parts = [Ragged.from_arrays(arrays[a:b], np.uint32) for a, b in itertools.pairwise(bounds)]
+    rows = np.array([p % len(arrays) for p in picks], dtype=np.int64)
+    got = distinct_rows_across(parts, rows)
+    want = distinct_rows(Ragged.from_arrays(arrays, np.uint32), rows)
+    assert got.offsets.tolist() == want.offsets.tolist()
+    assert got.values.tolist() == want.values.tolist()
+    assert got.values.dtype == want.values.dtype == np.uint32
+
+
+def test_distinct_rows_across_parts_refuses_rows_outside_them() -> None:
+    parts = [Ragged.from_arrays([[3, 1]], np.uint32), Ragged.from_arrays([[2]], np.uint32)]
+    with pytest.raises(ParamsError, match=r"rows must be 1-D indices in \[0, 2\)"):
+        distinct_rows_across(parts, np.array([1, 2]))
 
 
 def test_distinct_rows_refuses_rows_outside_the_batch() -> None:

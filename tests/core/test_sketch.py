@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 from neardup.core import EMPTY, MinHasher, Params, Sketcher, band_keys, shingles
 from neardup.core import sketch as sketch_module
+from neardup.core.ragged import concat
 from neardup.errors import InternalError
 
 texts = st.text(alphabet=st.sampled_from("abc de\n✓É"), max_size=40)
@@ -47,8 +48,17 @@ def test_threads_give_the_same_sketch_and_signatures(texts: list[str], threads: 
     assert (parallel.signatures == one.signatures).all()
     assert (signatures == one.signatures).all()
     assert parallel.content_hashes == one.content_hashes
-    assert parallel.shingles.offsets.tolist() == one.shingles.offsets.tolist()
-    assert parallel.shingles.values.tolist() == one.shingles.values.tolist()
+    assert len(one.shingles) == 1
+    assert len(parallel.shingles) == max(1, -(-len(texts) // 3))  # one part a chunk, none copied
+    joined = concat(*parallel.shingles)
+    assert joined.offsets.tolist() == one.shingles[0].offsets.tolist()
+    assert joined.values.tolist() == one.shingles[0].values.tolist()
+    assert parallel.shingle_counts.tolist() == one.shingle_counts.tolist()
+    # Every row, and the rows backwards: the parts' distinct sets are the single batch's.
+    for rows in (np.arange(len(texts)), np.arange(len(texts))[::-1]):
+        got, want = parallel.distinct_shingles(rows), one.distinct_shingles(rows)
+        assert got.offsets.tolist() == want.offsets.tolist()
+        assert got.values.tolist() == want.values.tolist()
 
 
 @settings(max_examples=20, deadline=None)
@@ -61,8 +71,8 @@ def test_a_sketch_without_hashes_is_the_same_sketch_and_refuses_to_give_them(
         patch.setattr(sketch_module, "_CHUNK_TEXTS", 3)
         bare, full = sketcher.sketch(texts, threads, hashed=False), sketcher.sketch(texts, threads)
     assert (bare.signatures == full.signatures).all()
-    assert bare.shingles.values.tolist() == full.shingles.values.tolist()
-    assert bare.shingles.offsets.tolist() == full.shingles.offsets.tolist()
+    assert [p.values.tolist() for p in bare.shingles] == [p.values.tolist() for p in full.shingles]
+    assert [p.offsets.tolist() for p in bare.shingles] == [p.offsets.tolist() for p in full.shingles]
     assert len(full.content_hashes) == len(texts)
     with pytest.raises(InternalError, match="without content hashes"):
         _ = bare.content_hashes

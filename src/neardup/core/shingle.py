@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from neardup.core import _kernels
 from neardup.core.normalize import DEFAULT_NORMALIZATION, Normalization, encode_batch, is_space_table
-from neardup.core.ragged import Ragged
+from neardup.core.ragged import Ragged, concat
 from neardup.errors import ParamsError
 
 ShingleKind = Literal["char", "word"]
@@ -61,10 +61,39 @@ def shingle_code_points(
 def distinct_rows(sets: Ragged, rows: npt.NDArray[np.int64]) -> Ragged:
     """The values of documents ``rows`` (in that order), each sorted with repeats dropped."""
     values = np.ascontiguousarray(sets.values, dtype=np.uint32)
-    picked = np.ascontiguousarray(rows, dtype=np.int64)
-    if picked.ndim != 1 or (picked.size and (picked.min() < 0 or picked.max() >= len(sets))):
-        raise ParamsError(f"rows must be 1-D indices in [0, {len(sets)})")
+    picked = _checked_rows(rows, len(sets))
     return Ragged(*_kernels.unique_sorted_rows(values, sets.offsets, picked))
+
+
+def distinct_rows_across(parts: Sequence[Ragged], rows: npt.NDArray[np.int64]) -> Ragged:
+    """``distinct_rows`` of the documents of ``parts`` taken in turn as one batch, without first
+    copying the parts into one: each part gives its own rows, which are then put in asked order."""
+    starts = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([len(part) for part in parts], out=starts[1:])
+    picked = _checked_rows(rows, int(starts[-1]))
+    part_of = np.searchsorted(starts, picked, "right") - 1
+    # Rows grouped by part (stable: in asked order within a part), each part's in one kernel call.
+    order = np.argsort(part_of, kind="stable")
+    bounds = np.searchsorted(part_of[order], np.arange(len(parts) + 1))
+    pieces = [
+        distinct_rows(part, picked[order[bounds[j] : bounds[j + 1]]] - starts[j])
+        for j, part in enumerate(parts)
+        if bounds[j + 1] > bounds[j]
+    ]
+    grouped = concat(*pieces) if pieces else Ragged(np.empty(0, np.uint32), np.zeros(1, np.int64))
+    if np.all(part_of[:-1] <= part_of[1:]):
+        return grouped  # asked part by part (as every caller does): already in asked order
+    # Back to asked order: picking the (already sorted, distinct) sets again leaves each as it is.
+    back = np.empty_like(order)
+    back[order] = np.arange(order.size)
+    return Ragged(*_kernels.unique_sorted_rows(grouped.values, grouped.offsets, back))
+
+
+def _checked_rows(rows: npt.ArrayLike, n: int) -> npt.NDArray[np.int64]:
+    picked = np.ascontiguousarray(rows, dtype=np.int64)
+    if picked.ndim != 1 or (picked.size and (picked.min() < 0 or picked.max() >= n)):
+        raise ParamsError(f"rows must be 1-D indices in [0, {n})")
+    return picked
 
 
 def shingles(
