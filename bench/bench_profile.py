@@ -4,7 +4,8 @@ table costs a document, and the collection's answers at that size (query latency
 Reads a make_corpus.py corpus as `neardup add` reads a file (the readers' checks included), adds
 it to a fresh collection on a durable local PostgreSQL in batches of 50,000 with a `StageClock`,
 and reports each stage's wall seconds, its share of the ingest's wall time and how often it ran.
-The worker threads' stages (reading and checking records a batch ahead, sketching) overlap the writing
+The worker threads' stages (reading and checking records a batch ahead, sketching, and in an ingest
+into an empty collection the documents COPY while the writing thread verifies) overlap the writing
 thread's, so each thread's stages add up to at most the wall time; "batch transaction, commit
 included" minus the writing stages inside it is the commit and what no stage names. Then, on the
 full collection: --queries edited copies of stored documents (about 3% of words replaced) queried
@@ -164,7 +165,10 @@ def main() -> None:
         report.say("The writing thread (the database work and the numpy between it):", "")
         report.table(["stage", "seconds", "of the wall time", "times"], "lrrr", rows)
         report.say(
-            "", "The worker threads (reading, and sketching, each overlapping the other and the writer):", ""
+            "",
+            "The worker threads (reading, sketching, and the documents COPY alongside verification, each "
+            "overlapping the others and the writer):",
+            "",
         )
         report.table(
             ["stage", "seconds", "of the wall time", "times"],

@@ -14,7 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from neardup.core import Params, Sketcher, agreement
-from neardup.errors import CollectionExistsError, CollectionNotFoundError, InputError, ParamsMismatchError
+from neardup.errors import (
+    CollectionExistsError,
+    CollectionNotFoundError,
+    DatabaseError,
+    InputError,
+    ParamsMismatchError,
+)
 from neardup.index import AddResult, Index
 from neardup.storage import verified_pairs as pairs_storage
 from tests._corpus import brute_force_pairs, components, planted_corpus
@@ -543,6 +549,52 @@ def test_a_failed_ingest_still_builds_the_deferred_index_for_what_it_committed(m
         index.add(bad, batch_size=10)  # type: ignore[arg-type]
     assert index.stats().documents == len(docs)
     assert _bucket_index_exists(index)
+    assert _pairs(index) == pytest.approx(brute_force_pairs(docs, index.params, 0.5))
+
+
+@pytest.mark.parametrize("failing", ["documents COPY", "verification"])
+def test_a_batch_failing_while_its_documents_are_written_alongside_leaves_nothing_behind(
+    make_index: MakeIndex, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """An ingest into an empty collection writes each batch's documents on a worker while it
+    verifies the batch's candidates: a failure on either side rolls the whole batch back, after
+    the worker is done with the connection, and the batches before it stay."""
+    from neardup.ingest.writer import Writer
+    from neardup.storage import documents as document_rows
+
+    docs = planted_corpus(n_sources=10, copies=2, seed=21)
+    index = make_index(**EXHAUSTIVE)
+    calls = {"insert": 0, "verify": 0}
+    insert, verify = document_rows.insert, Writer._verify
+
+    def second_batch_repeats_a_doc_id(scope: Any, doc_ids: np.ndarray, *rest: Any) -> None:
+        calls["insert"] += 1
+        if calls["insert"] == 2:  # the server refuses the COPY: doc_id is the primary key
+            doc_ids = np.r_[doc_ids[:-1], doc_ids[0]]
+        insert(scope, doc_ids, *rest)
+
+    def second_batch_fails(self: Writer, *args: Any) -> Any:
+        calls["verify"] += 1
+        if calls["verify"] == 2:
+            raise RuntimeError("verification failed")
+        return verify(self, *args)
+
+    if failing == "documents COPY":
+        monkeypatch.setattr(document_rows, "insert", second_batch_repeats_a_doc_id)
+        expected: type[Exception] = DatabaseError
+    else:
+        monkeypatch.setattr(Writer, "_verify", second_batch_fails)
+        expected = RuntimeError
+    with pytest.raises(expected):
+        index.add(docs, batch_size=10)
+    monkeypatch.undo()
+    first = docs[:10]
+    assert calls["insert"] >= 2 or calls["verify"] == 2
+    stats = index.stats()
+    assert (stats.documents, stats.contents) == (10, len({t for _, t in first}))
+    assert _bucket_index_exists(index)
+    assert _pairs(index) == pytest.approx(brute_force_pairs(first, index.params, 0.5))
+    index.add(docs[10:])  # and the collection still works
     assert _pairs(index) == pytest.approx(brute_force_pairs(docs, index.params, 0.5))
 
 
