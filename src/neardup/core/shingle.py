@@ -82,7 +82,7 @@ def distinct_rows_across(parts: Sequence[Ragged], rows: npt.NDArray[np.int64]) -
     ]
     grouped = concat(*pieces) if pieces else Ragged(np.empty(0, np.uint32), np.zeros(1, np.int64))
     if np.all(part_of[:-1] <= part_of[1:]):
-        return grouped  # asked part by part (as every caller does): already in asked order
+        return grouped  # asked part by part: already in asked order
     # Back to asked order: picking the (already sorted, distinct) sets again leaves each as it is.
     back = np.empty_like(order)
     back[order] = np.arange(order.size)

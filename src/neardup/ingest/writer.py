@@ -399,9 +399,10 @@ class Writer:
         positions = plan.doc_positions.tolist()
         # With the bucket rows held in memory, the documents go in on a worker (this connection is
         # its own until it is done) while this thread finds and verifies the batch's candidates,
-        # reading on the second connection: the server writes the documents meanwhile (0.89x the
-        # 1M ingest's wall time in an alternated A/B of bench_profile.py).
-        overlapped = self._memory is not None and pool is not None and not old_contents
+        # reading on the second connection: the server writes the documents meanwhile (0.88x the
+        # 1M ingest's wall time in an alternated A/B of bench_profile.py, 106.7 and 112.2 s
+        # against 122.4 and 125.3 s).
+        overlapped = pool is not None and self._memory is not None and not old_contents
 
         def write_documents() -> None:
             with clock.stage("worker: documents: binary COPY" if overlapped else "documents: binary COPY"):
@@ -414,7 +415,7 @@ class Writer:
                     [batch.metas[i] for i in positions],
                 )
 
-        documents_written = pool.submit(write_documents) if overlapped and pool is not None else None
+        documents_written = pool.submit(write_documents) if pool is not None and overlapped else None
         if documents_written is None:
             write_documents()
         try:
@@ -617,19 +618,19 @@ class Writer:
         with clock.stage("candidate pairs"):
             cand = candidate_pairs(groups, first_new=plan.first_new)
             cand[:, 0] = np.abs(cand[:, 0])
-        if cand.shape[0] == 0:
-            write_held()
-            return 0
-        if verdicts:
-            left, right, sim = self._verify_unjudged(cand, plan, sketch, verdicts)
-        else:
+        found = None
+        if cand.shape[0] and verdicts:  # prework's batches, never in memory nor beside the COPY
+            found = self._verify_unjudged(cand, plan, sketch, verdicts)
+        elif cand.shape[0]:
             # Stored contents read on the second connection while this one is busy: all are
             # committed (the batch's own come from its sketch).
             reading = self.second_scope() if documents_written is not None else None
-            left, right, sim = self._verify(cand, plan, sketch, reading)
+            found = self._verify(cand, plan, sketch, reading)
         write_held()
-        self._store_pairs(left, right, sim)
-        return int(left.size)
+        if found is None:
+            return 0
+        self._store_pairs(*found)
+        return int(found[0].size)
 
     def _verify_unjudged(
         self,
