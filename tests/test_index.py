@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import random
 import threading
 from collections.abc import Callable
@@ -321,6 +323,21 @@ def test_a_collection_from_a_newer_hash_version_is_refused_by_name(
         Index.open(database_url, index.name, schema=schema)
     with pytest.raises(ParamsMismatchError, match="hash_version"):
         Index.create(database_url, index.name, schema=schema, exist_ok=True)
+
+
+def test_a_collection_from_a_newer_content_hash_is_refused_by_name(
+    make_index: MakeIndex, database_url: str, schema: str
+) -> None:
+    index = make_index()
+    index.add([("a", "some text to keep")])
+    with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE \"{schema}\".collections SET params = jsonb_set(params, '{{content_hash}}', '3') "
+            "WHERE name = %s",
+            [index.name],
+        )
+    with pytest.raises(ParamsMismatchError, match=r"content_hash: the parameters say 3.*newer neardup"):
+        Index.open(database_url, index.name, schema=schema)
 
 
 def test_rebuild_with_new_banding_keeps_exact_pairs(make_index: MakeIndex) -> None:
@@ -646,3 +663,58 @@ def test_an_ingest_that_defers_the_index_reuses_contents_of_its_own_earlier_batc
     assert all(pairs[tuple(sorted((doc_id, f"copy-{doc_id}")))] == 1.0 for doc_id, _ in docs[:10])  # type: ignore[index]
     near = {k: v for k, v in pairs.items() if not (k[0].startswith("copy-") or k[1].startswith("copy-"))}
     assert near == pytest.approx(brute_force_pairs(docs, index.params, 0.5))
+
+
+def _stored_hashes(database_url: str, schema: str, name: str) -> list[bytes]:
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        rows = conn.execute(
+            f'SELECT t.content_hash FROM "{schema}".contents t JOIN "{schema}".collections c '
+            "ON c.collection_id = t.collection_id WHERE c.name = %s ORDER BY t.content_id",
+            (name,),
+        ).fetchall()
+    return [bytes(r[0]) for r in rows]
+
+
+def _blake(text: str, encoding: str) -> bytes:
+    return hashlib.blake2b(text.encode(encoding), digest_size=16).digest()
+
+
+def test_a_new_collection_hashes_contents_as_utf8(
+    make_index: MakeIndex, database_url: str, schema: str
+) -> None:
+    index = make_index(threshold=0.5)
+    assert index.params.content_hash == 2
+    index.add([("a", "The  Quick brown fox"), ("b", "Ünïcode text, plus 😀")])
+    expected = [_blake("the quick brown fox", "utf-8"), _blake("ünïcode text, plus 😀", "utf-8")]
+    assert _stored_hashes(database_url, schema, index.name) == expected
+
+
+def test_a_collection_stored_before_content_hash_versions_keeps_utf32(
+    make_index: MakeIndex, database_url: str, schema: str
+) -> None:
+    name = make_index(threshold=0.5).name
+    # What a collection made by an earlier neardup stores: params without the field.
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        conn.execute(
+            f'UPDATE "{schema}".collections SET params = params - %s WHERE name = %s', ("content_hash", name)
+        )
+    index = make_index(name=name, threshold=0.5, exist_ok=True)  # not refused as a mismatch
+    assert index.params.content_hash == 1
+    index.add([("a", "The quick brown fox"), ("b", "an unrelated text entirely")])
+    utf32 = [_blake("the quick brown fox", "utf-32-le"), _blake("an unrelated text entirely", "utf-32-le")]
+    assert _stored_hashes(database_url, schema, name) == utf32
+    # An exact copy added later is still found as one: no new content, a pair at 1.0.
+    assert index.add([("c", "THE quick  brown fox")]).added == 1
+    assert index.stats().contents == 2
+    assert ("a", "c", 1.0) in set(index.pairs())
+    # Rebuilds keep the collection's version: a re-banding, and a re-sketch that rewrites contents.
+    index.rebuild(0.7)
+    index.rebuild(k=4)
+    assert index.params.content_hash == 1
+    assert index.params.k == 4
+    assert _stored_hashes(database_url, schema, name) == utf32
+    # Opened with parameters built today (content_hash 2): the same in every field compared.
+    asked = dataclasses.replace(index.params, content_hash=2)
+    reopened = Index.open(database_url, name, schema=schema, params=asked)
+    assert reopened.params.content_hash == 1
+    reopened.close()

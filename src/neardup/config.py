@@ -24,9 +24,12 @@ DEFAULT_THRESHOLD = 0.8
 # false positive costs a set merge while a false negative is a duplicate nobody ever sees.
 # At t = 0.8, n = 128 this picks 16 x 8 (recall 0.996 on the Debian corpus, bench_core.py).
 FP_WEIGHT, FN_WEIGHT = 0.2, 0.8
-# Params fields a caller may set; bands and rows are chosen here, hash_version by the code.
+# Params fields a caller may set; bands and rows are chosen here, hash_version and content_hash by
+# the code (a rebuild keeps the collection's content_hash).
 PARAM_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in dataclasses.fields(Params) if f.name not in ("bands", "rows", "hash_version")
+    f.name
+    for f in dataclasses.fields(Params)
+    if f.name not in ("bands", "rows", "hash_version", "content_hash")
 )
 # Their defaults (those of Params), for the command line's options.
 PARAM_DEFAULTS: dict[str, Any] = {
@@ -79,6 +82,7 @@ class IndexConfig:
         _refuse_unknown(fields)
         base = {name: getattr(self.params, name) for name in PARAM_FIELDS}
         base.update(fields)
+        base["content_hash"] = self.params.content_hash
         if bands is None and rows is None and threshold is None and not fields:
             bands, rows = self.params.bands, self.params.rows  # nothing asked: nothing changes
         return IndexConfig(new_threshold, _params(new_threshold, bands, rows, base), self.store_text)

@@ -4,6 +4,7 @@ import json
 import pytest
 
 from neardup.core import HASH_VERSION, Params, Sketcher, optimal_params
+from neardup.core.content import CONTENT_HASH_VERSION
 from neardup.errors import NeardupError, ParamsError, ParamsMismatchError
 
 
@@ -72,3 +73,32 @@ def test_a_future_hash_version_is_refused_by_the_sketcher() -> None:
         match=f"hash_version: the parameters say 99, this neardup computes {HASH_VERSION}",
     ):
         Sketcher(Params(bands=4, rows=4, hash_version=99))
+
+
+def test_content_hash_defaults_to_the_newest_version_and_is_stored() -> None:
+    params = Params(bands=4, rows=4)
+    assert params.content_hash == CONTENT_HASH_VERSION == 2
+    assert Params.from_dict(json.loads(json.dumps(params.to_dict()))).content_hash == 2
+
+
+def test_params_stored_before_content_hash_existed_read_as_version_1() -> None:
+    data = Params(bands=4, rows=4).to_dict()
+    del data["content_hash"]
+    assert Params.from_dict(data).content_hash == 1
+
+
+@pytest.mark.parametrize("version", [0, -1, True, "2", 2.0])
+def test_a_malformed_content_hash_is_refused(version: object) -> None:
+    with pytest.raises(ParamsError, match="content_hash must be a positive integer"):
+        Params(bands=4, rows=4, content_hash=version)  # type: ignore[arg-type]
+
+
+def test_a_future_content_hash_is_refused_by_the_sketcher() -> None:
+    with pytest.raises(ParamsMismatchError, match=r"content_hash: the parameters say 3, .* newer neardup"):
+        Sketcher(Params(bands=4, rows=4, content_hash=3))
+
+
+def test_content_hash_is_not_compared_but_every_other_field_is() -> None:
+    stored = Params(bands=16, rows=8, content_hash=1)
+    assert stored.differences(Params(bands=16, rows=8)) == []
+    assert stored.differences(Params(bands=16, rows=8, seed=2)) == ["seed: 1 != 2"]

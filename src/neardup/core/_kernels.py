@@ -215,6 +215,44 @@ def collapse_whitespace(
     return out[:w].copy(), out_off
 
 
+@_kernel(lambda cps, offsets: cps.shape[0] * 2 + _docs(offsets))
+def utf8_encode(cps: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each document's code points as UTF-8 (a surrogate as three bytes, as "surrogatepass" does):
+    the bytes and their offsets, document ``d`` owning ``out[out_off[d]:out_off[d + 1]]``."""
+    n_docs = offsets.shape[0] - 1
+    out_off = np.zeros(n_docs + 1, dtype=np.int64)
+    for d in range(n_docs):
+        size = 0
+        for i in range(offsets[d], offsets[d + 1]):
+            c = cps[i]
+            size += 1 if c < 0x80 else (2 if c < 0x800 else (3 if c < 0x10000 else 4))
+        out_off[d + 1] = out_off[d] + size
+    out = np.empty(out_off[n_docs], dtype=np.uint8)
+    w = 0
+    for d in range(n_docs):
+        for i in range(offsets[d], offsets[d + 1]):
+            c = np.uint32(cps[i])
+            if c < 0x80:
+                out[w] = c
+                w += 1
+            elif c < 0x800:
+                out[w] = 0xC0 | (c >> 6)
+                out[w + 1] = 0x80 | (c & 0x3F)
+                w += 2
+            elif c < 0x10000:
+                out[w] = 0xE0 | (c >> 12)
+                out[w + 1] = 0x80 | ((c >> 6) & 0x3F)
+                out[w + 2] = 0x80 | (c & 0x3F)
+                w += 3
+            else:
+                out[w] = 0xF0 | (c >> 18)
+                out[w + 1] = 0x80 | ((c >> 12) & 0x3F)
+                out[w + 2] = 0x80 | ((c >> 6) & 0x3F)
+                out[w + 3] = 0x80 | (c & 0x3F)
+                w += 4
+    return out, out_off
+
+
 @_kernel(lambda cps, offsets, k: cps.shape[0] * (k + 2) + _docs(offsets))
 def char_shingle_hashes(cps: np.ndarray, offsets: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """MurmurHash3_x86_32 (seed 0) of the UTF-32-LE bytes of every window of k code points.

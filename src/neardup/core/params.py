@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from neardup.core.content import CONTENT_HASH_VERSION
 from neardup.core.lsh import check_banding
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme, check_minhash
 from neardup.core.normalize import CaseMode, Normalization, UnicodeForm
@@ -17,6 +18,8 @@ from neardup.errors import ParamsError, ParamsMismatchError
 # the whitespace set, the coefficient draw, the densification probes or the band key. A stored
 # index records the version it was built with, and a different one is refused.
 HASH_VERSION = 1
+# The content hash of collections stored before Params had the field (UTF-32; ``core.content``).
+LEGACY_CONTENT_HASH = 1
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,10 @@ class Params:
     case: CaseMode = "fold"
     collapse_whitespace: bool = True
     hash_version: int = HASH_VERSION
+    # Which bytes of a normalised text its content hash is taken over (``core.content``): the
+    # collection's own, chosen when it is made and kept by rebuilds, so a text added again is still
+    # found as a copy of what is stored. Not compared on open (any version finds the same copies).
+    content_hash: int = CONTENT_HASH_VERSION
 
     def __post_init__(self) -> None:
         check_minhash(self.num_perm, self.seed, self.scheme)
@@ -46,6 +53,12 @@ class Params:
             or self.hash_version < 1
         ):
             raise ParamsError(f"hash_version must be a positive integer, got {self.hash_version!r}")
+        if (
+            isinstance(self.content_hash, bool)
+            or not isinstance(self.content_hash, int)
+            or self.content_hash < 1
+        ):
+            raise ParamsError(f"content_hash must be a positive integer, got {self.content_hash!r}")
 
     @classmethod
     def for_threshold(
@@ -75,7 +88,9 @@ class Params:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Params:
-        """Params from ``to_dict`` output; unknown or missing fields are refused by name."""
+        """Params from ``to_dict`` output; unknown or missing fields are refused by name (a missing
+        ``content_hash`` is version 1: stored before it existed)."""
+        data = {"content_hash": LEGACY_CONTENT_HASH, **data}
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
@@ -86,11 +101,12 @@ class Params:
         return cls(**data)
 
     def differences(self, other: Params) -> list[str]:
-        """One line per differing field: ``name: <self> != <other>``."""
+        """One line per differing field: ``name: <self> != <other>`` (``content_hash`` is the
+        collection's own, never asked for, so it is not compared)."""
         return [
             f"{f.name}: {getattr(self, f.name)!r} != {getattr(other, f.name)!r}"
             for f in dataclasses.fields(self)
-            if getattr(self, f.name) != getattr(other, f.name)
+            if f.name != "content_hash" and getattr(self, f.name) != getattr(other, f.name)
         ]
 
     def require_same(self, other: Params, mine: str = "stored", theirs: str = "requested") -> None:

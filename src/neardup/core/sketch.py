@@ -10,7 +10,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from neardup.core.content import content_hashes
+from neardup.core.content import CONTENT_HASH_VERSIONS, content_hashes
 from neardup.core.lsh import band_keys
 from neardup.core.minhash import MinHasher
 from neardup.core.normalize import encode_batch
@@ -71,6 +71,12 @@ class Sketcher:
                     else "rebuild the index with this version"
                 )
             )
+        if params.content_hash not in CONTENT_HASH_VERSIONS:
+            raise ParamsMismatchError(
+                f"content_hash: the parameters say {params.content_hash}, this neardup computes "
+                f"{' and '.join(map(str, CONTENT_HASH_VERSIONS))}; they come from a newer neardup, "
+                "upgrade it"
+            )
         self.params = params
         self.minhasher = MinHasher(params.num_perm, params.seed, params.scheme)
 
@@ -112,7 +118,11 @@ class Sketcher:
         # Repeated shingles cannot change a minimum: sorting and deduping waits for verification,
         # which needs it only for the few texts that have candidates.
         sets = shingle_code_points(cps, p.shingle, p.k, unique=False)
-        return Sketch((sets,), self.minhasher.signatures(sets), content_hashes(cps) if hashed else None)
+        return Sketch(
+            (sets,),
+            self.minhasher.signatures(sets),
+            content_hashes(cps, self.params.content_hash) if hashed else None,
+        )
 
     def band_keys(self, signatures: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
         """Bucket keys of signatures, shape docs x bands."""
