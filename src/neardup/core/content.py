@@ -49,12 +49,7 @@ def content_hashes(code_points: Ragged, version: int = CONTENT_HASH_VERSION) -> 
         last = max(last, first + 1)
         base = int(offsets[first])
         utf32 = np.ascontiguousarray(values[base : offsets[last]], dtype="<u4")
-        chunk = memoryview(utf32.view(np.uint8).data)
-        bounds = ((offsets[first : last + 1] - base) * 4).tolist()
-        digests.extend(
-            hashlib.blake2b(chunk[bounds[i] : bounds[i + 1]], digest_size=CONTENT_HASH_BYTES).digest()
-            for i in range(len(bounds) - 1)
-        )
+        digests.extend(_digests(utf32.view(np.uint8), (offsets[first : last + 1] - base) * 4))
         first = last
     return digests
 
@@ -66,8 +61,12 @@ def _utf8_hashes(code_points: Ragged) -> list[bytes]:
         data, bounds = np.ascontiguousarray(values), offsets
     else:
         data, bounds = _kernels.utf8_encode(values, offsets)
-    chunk = memoryview(data.data)
-    b = bounds.tolist()
+    return _digests(data, bounds)
+
+
+def _digests(data: np.ndarray, bounds: np.ndarray) -> list[bytes]:
+    """BLAKE2b-128 of each byte range ``data[bounds[i]:bounds[i + 1]]`` (uint8, contiguous)."""
+    chunk, b = memoryview(data.data), bounds.tolist()
     return [
         hashlib.blake2b(chunk[b[i] : b[i + 1]], digest_size=CONTENT_HASH_BYTES).digest()
         for i in range(len(b) - 1)

@@ -47,18 +47,10 @@ class Params:
         check_banding(self.bands, self.rows, self.num_perm)
         check_shingling(self.shingle, self.k)
         self.normalization  # noqa: B018 -- validates the normalisation fields
-        if (
-            isinstance(self.hash_version, bool)
-            or not isinstance(self.hash_version, int)
-            or self.hash_version < 1
-        ):
-            raise ParamsError(f"hash_version must be a positive integer, got {self.hash_version!r}")
-        if (
-            isinstance(self.content_hash, bool)
-            or not isinstance(self.content_hash, int)
-            or self.content_hash < 1
-        ):
-            raise ParamsError(f"content_hash must be a positive integer, got {self.content_hash!r}")
+        for name in ("hash_version", "content_hash"):
+            version = getattr(self, name)
+            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+                raise ParamsError(f"{name} must be a positive integer, got {version!r}")
 
     @classmethod
     def for_threshold(
