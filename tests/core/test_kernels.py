@@ -68,6 +68,7 @@ def everything(batch: list[str], params: Params) -> list[Any]:
     sketch = sketcher.sketch(batch)
     rows = np.arange(len(batch), dtype=np.int64)
     sets = sketch.distinct_shingles(rows)
+    (raw,) = sketch.shingles  # one part: a batch this small is sketched on one thread
     keys = sketcher.band_keys(sketch.signatures)
     left, right = np.triu_indices(len(batch), 1)
     left, right = left.astype(np.int64), right.astype(np.int64)
@@ -80,6 +81,7 @@ def everything(batch: list[str], params: Params) -> list[Any]:
         sets.offsets,
         keys,
         _kernels.pair_jaccard(sets.values, sets.offsets, sets.values, sets.offsets, left, right),
+        _kernels.pair_jaccard_unsorted(raw.values, raw.offsets, raw.values, raw.offsets, left, right),
         _kernels.pair_agreement(sketch.signatures, left, right),
         _kernels.group_pairs(np.sort(members), groups, len(batch) // 2),
         # Bucket keys as held in memory: ranges of some in all of them, and a merge of two runs.

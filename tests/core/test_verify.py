@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -16,6 +17,7 @@ from neardup.core.verify import (
     agreement_with,
     exact_jaccard,
     exact_jaccard_across,
+    exact_jaccard_unsorted,
     prefilter_floor,
     signature_agreement,
 )
@@ -49,6 +51,80 @@ def test_jaccard_across_two_batches_equals_jaccard_within_their_concatenation(
     assert np.array_equal(exact_jaccard_across(a, b, left, right), within)
     with pytest.raises(ParamsError, match="pair indices"):
         exact_jaccard_across(a, b, [0], [len(second)])
+
+
+# Shingle lists as shingled: repeats, any order, and values that share their high bits (and so
+# their first slot in the pair kernel's table) as well as values spread over all 32 bits.
+shingled_strategy = st.lists(
+    st.lists(
+        st.integers(0, 40) | st.integers(0, 31).map(lambda v: v << 27) | st.integers(0, 2**32 - 1),
+        max_size=40,
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+@given(first=shingled_strategy, second=shingled_strategy, data=st.data())
+def test_unsorted_jaccard_equals_jaccard_of_the_distinct_sets(
+    first: list[list[int]], second: list[list[int]], data: st.DataObject
+) -> None:
+    left = data.draw(st.lists(st.integers(0, len(first) - 1), max_size=20))
+    right = data.draw(st.lists(st.integers(0, len(second) - 1), min_size=len(left), max_size=len(left)))
+    got = exact_jaccard_unsorted(
+        Ragged.from_arrays(first, np.uint32), Ragged.from_arrays(second, np.uint32), left, right
+    )
+    distinct = exact_jaccard_across(
+        Ragged.from_arrays([sorted(set(s)) for s in first], np.uint32),
+        Ragged.from_arrays([sorted(set(s)) for s in second], np.uint32),
+        left,
+        right,
+    )
+    assert np.array_equal(got, distinct)  # float for float: the same counts, the same division
+    # The first batch in parts, as a threaded sketch keeps it (empty parts too), gives the same.
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(first)), max_size=3)))
+    bounds = [0, *cuts, len(first)]
+    parts = [Ragged.from_arrays(first[a:b], np.uint32) for a, b in itertools.pairwise(bounds)]
+    second_batch = Ragged.from_arrays(second, np.uint32)
+    assert np.array_equal(exact_jaccard_unsorted(parts, second_batch, left, right), got)
+    for g, a, b in zip(got, left, right, strict=True):
+        union = set(first[a]) | set(second[b])
+        assert g == (len(set(first[a]) & set(second[b])) / len(union) if union else 0.0)
+
+
+def test_unsorted_jaccard_of_long_near_copies_equals_the_sorted_merge() -> None:
+    """Thousands of shingles a side, many repeated (the compiled kernel's table well used)."""
+    rng = np.random.default_rng(3)
+    docs = [rng.integers(0, 2**32, size=n, dtype=np.uint32) for n in (0, 1, 3_000, 5_000, 12_000)]
+    edited = [
+        np.concatenate([d[: d.size * 9 // 10], d[: d.size // 5], rng.integers(0, 2**32, 50, np.uint32)])
+        for d in docs
+    ]
+    first, second = (
+        Ragged.from_arrays(docs, np.uint32),
+        Ragged.from_arrays([rng.permutation(e) for e in edited], np.uint32),
+    )
+    left, right = np.repeat(np.arange(5), 5), np.tile(np.arange(5), 5)
+    expected = exact_jaccard_across(
+        Ragged.from_arrays([np.unique(d) for d in docs], np.uint32),
+        Ragged.from_arrays([np.unique(e) for e in edited], np.uint32),
+        left,
+        right,
+    )
+    got = exact_jaccard_unsorted(first, second, left, right)
+    assert np.array_equal(got, expected)
+    assert 0.8 < got[2 * 5 + 2] < 1.0  # a near copy, not all or nothing
+    assert got[0] == 0.0  # two empty lists
+    with pytest.raises(ParamsError, match="pair indices"):
+        exact_jaccard_unsorted(first, second, [0], [5])
+    with pytest.raises(ParamsError, match="pair indices"):
+        exact_jaccard_unsorted([first, second], second, [10], [0])
+    # A batch against itself (one values array for both sides).
+    distinct_edited = Ragged.from_arrays([np.unique(e) for e in edited], np.uint32)
+    assert np.array_equal(
+        exact_jaccard_unsorted(second, second, left, right),
+        exact_jaccard_across(distinct_edited, distinct_edited, left, right),
+    )
 
 
 @given(seed=st.integers(0, 2**32 - 1))

@@ -539,6 +539,84 @@ def pair_jaccard(
     return out
 
 
+# Golden-ratio multiplier of the pair kernel's hash table: spreads shingle hashes over its slots
+# even if crafted texts make them share high bits.
+_SLOT_MIX = U32(0x9E3779B1)
+# Slot states of that table: empty, a value of set a (not yet seen in b), of b only, of both.
+_FREE, _IN_A, _IN_B, _IN_BOTH = np.uint8(0), np.uint8(1), np.uint8(2), np.uint8(3)
+
+
+@njit(inline="always")
+def _table_bits(n: int) -> int:
+    """Bits of a table with at least twice ``n`` slots (at most half full with n values)."""
+    bits = 1
+    while (1 << bits) < 2 * n:
+        bits += 1
+    return bits
+
+
+@_kernel(
+    lambda a_values, a_offsets, b_values, b_offsets, left, right: (
+        left.shape[0] + 2 * int(np.diff(a_offsets)[left].sum() + np.diff(b_offsets)[right].sum())
+    )
+)
+def pair_jaccard_unsorted(
+    a_values: np.ndarray,
+    a_offsets: np.ndarray,
+    b_values: np.ndarray,
+    b_offsets: np.ndarray,
+    left: np.ndarray,
+    right: np.ndarray,
+) -> np.ndarray:
+    """``pair_jaccard`` of sets given as shingled: in any order, with repeats. Each pair's values go
+    through one open-addressing table (a's first, then b's), which counts the distinct values of
+    each side and of both without sorting either: the same counts, so the same quotient."""
+    n_pairs = left.shape[0]
+    out = np.empty(n_pairs, dtype=np.float64)
+    longest = 0
+    for p in range(n_pairs):
+        n = (a_offsets[left[p] + 1] - a_offsets[left[p]]) + (b_offsets[right[p] + 1] - b_offsets[right[p]])
+        longest = max(longest, n)
+    slots = np.empty(1 << _table_bits(longest), dtype=np.uint32)
+    state = np.zeros(1 << _table_bits(longest), dtype=np.uint8)
+    for p in range(n_pairs):
+        i0, i1 = a_offsets[left[p]], a_offsets[left[p] + 1]
+        j0, j1 = b_offsets[right[p]], b_offsets[right[p] + 1]
+        bits = _table_bits((i1 - i0) + (j1 - j0))
+        mask = (1 << bits) - 1
+        shift = U32(32 - bits)
+        for slot in range(1 << bits):  # an element loop: LLVM makes it a memset
+            state[slot] = _FREE
+        only_a = 0
+        for i in range(i0, i1):
+            v = a_values[i]
+            s = np.int64(U32(v * _SLOT_MIX) >> shift)
+            while state[s] != _FREE and slots[s] != v:
+                s = (s + 1) & mask
+            if state[s] == _FREE:
+                slots[s] = v
+                state[s] = _IN_A
+                only_a += 1
+        common = 0
+        only_b = 0
+        for j in range(j0, j1):
+            v = b_values[j]
+            s = np.int64(U32(v * _SLOT_MIX) >> shift)
+            while state[s] != _FREE and slots[s] != v:
+                s = (s + 1) & mask
+            if state[s] == _FREE:
+                slots[s] = v
+                state[s] = _IN_B
+                only_b += 1
+            elif state[s] == _IN_A:
+                state[s] = _IN_BOTH
+                common += 1
+                only_a -= 1
+        union = only_a + only_b + common
+        out[p] = common / union if union > 0 else 0.0
+    return out
+
+
 @_kernel(lambda sigs, left, right: left.shape[0] * sigs.shape[1])
 def pair_agreement(sigs: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Share of equal non-EMPTY rows of signatures ``left[i]`` and ``right[i]`` (a Jaccard estimate)."""

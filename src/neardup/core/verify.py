@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +51,30 @@ def exact_jaccard_across(
     a_values = np.ascontiguousarray(first.values, dtype=np.uint32)
     b_values = a_values if second is first else np.ascontiguousarray(second.values, dtype=np.uint32)
     return _kernels.pair_jaccard(a_values, first.offsets, b_values, second.offsets, a, b)
+
+
+def exact_jaccard_unsorted(
+    first: Ragged | Sequence[Ragged], second: Ragged, left: npt.ArrayLike, right: npt.ArrayLike
+) -> npt.NDArray[np.float64]:
+    """Exact Jaccard of shingles ``left[i]`` of ``first`` with shingles ``right[i]`` of ``second``,
+    each as shingled (any order, repeats kept): the same values as ``exact_jaccard_across`` of their
+    sorted distinct sets, without sorting them (a hash table per pair), for lists used once or twice.
+    ``first`` may be the parts a threaded sketch keeps, taken in turn as one batch (not copied)."""
+    parts = [first] if isinstance(first, Ragged) else list(first)
+    starts = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([len(part) for part in parts], out=starts[1:])
+    a, b = _indices(int(starts[-1]), left, right, len(second))
+    b_values = np.ascontiguousarray(second.values, dtype=np.uint32)
+    out = np.empty(a.size, dtype=np.float64)
+    part_of = np.searchsorted(starts, a, "right") - 1
+    for j, part in enumerate(parts):
+        mine = np.flatnonzero(part_of == j) if len(parts) > 1 else np.arange(a.size)
+        if mine.size:
+            a_values = b_values if part is second else np.ascontiguousarray(part.values, dtype=np.uint32)
+            out[mine] = _kernels.pair_jaccard_unsorted(
+                a_values, part.offsets, b_values, second.offsets, a[mine] - starts[j], b[mine]
+            )
+    return out
 
 
 def signature_agreement(
