@@ -25,6 +25,7 @@ from neardup.errors import (
     ParamsMismatchError,
 )
 from neardup.index import AddResult, Index
+from neardup.ingest import writer
 from neardup.storage import verified_pairs as pairs_storage
 from tests._corpus import brute_force_pairs, components, planted_corpus
 from tests.conftest import psycopg_url
@@ -73,7 +74,13 @@ def test_small_collection_pairs_clusters_and_query(make_index: MakeIndex) -> Non
     )
 
 
-def test_exact_verification_equals_brute_force(make_index: MakeIndex) -> None:
+@pytest.mark.parametrize("pairs_per_text", [0, writer.UNSORTED_PAIRS_PER_TEXT, 10**9])
+def test_exact_verification_equals_brute_force(
+    make_index: MakeIndex, pairs_per_text: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Float for float, whether the writer sorts every text's set (0), compares every pair's
+    shingles as shingled (10**9) or picks one by the pairs per text (the default)."""
+    monkeypatch.setattr(writer, "UNSORTED_PAIRS_PER_TEXT", pairs_per_text)
     docs = planted_corpus(n_sources=25, copies=3, seed=7)
     index = make_index(**EXHAUSTIVE)
     index.add(docs, batch_size=17)

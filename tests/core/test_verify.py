@@ -81,12 +81,17 @@ def test_unsorted_jaccard_equals_jaccard_of_the_distinct_sets(
         right,
     )
     assert np.array_equal(got, distinct)  # float for float: the same counts, the same division
-    # The first batch in parts, as a threaded sketch keeps it (empty parts too), gives the same.
-    cuts = sorted(data.draw(st.lists(st.integers(0, len(first)), max_size=3)))
-    bounds = [0, *cuts, len(first)]
-    parts = [Ragged.from_arrays(first[a:b], np.uint32) for a, b in itertools.pairwise(bounds)]
-    second_batch = Ragged.from_arrays(second, np.uint32)
-    assert np.array_equal(exact_jaccard_unsorted(parts, second_batch, left, right), got)
+
+    # Either batch in parts, as a threaded sketch keeps it (empty parts too), gives the same.
+    def parts(batch: list[list[int]]) -> list[Ragged]:
+        cuts = sorted(data.draw(st.lists(st.integers(0, len(batch)), max_size=3)))
+        bounds = [0, *cuts, len(batch)]
+        return [Ragged.from_arrays(batch[a:b], np.uint32) for a, b in itertools.pairwise(bounds)]
+
+    assert np.array_equal(
+        exact_jaccard_unsorted(parts(first), Ragged.from_arrays(second, np.uint32), left, right), got
+    )
+    assert np.array_equal(exact_jaccard_unsorted(parts(first), parts(second), left, right), got)
     for g, a, b in zip(got, left, right, strict=True):
         union = set(first[a]) | set(second[b])
         assert g == (len(set(first[a]) & set(second[b])) / len(union) if union else 0.0)

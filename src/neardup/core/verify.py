@@ -54,27 +54,40 @@ def exact_jaccard_across(
 
 
 def exact_jaccard_unsorted(
-    first: Ragged | Sequence[Ragged], second: Ragged, left: npt.ArrayLike, right: npt.ArrayLike
+    first: Ragged | Sequence[Ragged],
+    second: Ragged | Sequence[Ragged],
+    left: npt.ArrayLike,
+    right: npt.ArrayLike,
 ) -> npt.NDArray[np.float64]:
     """Exact Jaccard of shingles ``left[i]`` of ``first`` with shingles ``right[i]`` of ``second``,
     each as shingled (any order, repeats kept): the same values as ``exact_jaccard_across`` of their
-    sorted distinct sets, without sorting them (a hash table per pair), for lists used once or twice.
-    ``first`` may be the parts a threaded sketch keeps, taken in turn as one batch (not copied)."""
-    parts = [first] if isinstance(first, Ragged) else list(first)
+    sorted distinct sets, without sorting them (a hash table per pair), for lists in few pairs.
+    Either side may be parts (as a threaded sketch keeps them), taken in turn as one batch."""
+    first_parts, first_starts = _parts(first)
+    second_parts, second_starts = _parts(second)
+    a, b = _indices(int(first_starts[-1]), left, right, int(second_starts[-1]))
+    out = np.empty(a.size, dtype=np.float64)
+    a_part = np.searchsorted(first_starts, a, "right") - 1
+    b_part = np.searchsorted(second_starts, b, "right") - 1
+    combo = a_part * len(second_parts) + b_part
+    for c in np.unique(combo).tolist():
+        i, j = divmod(c, len(second_parts))
+        mine = np.flatnonzero(combo == c)
+        x, y = first_parts[i], second_parts[j]
+        x_values = np.ascontiguousarray(x.values, dtype=np.uint32)
+        y_values = x_values if y is x else np.ascontiguousarray(y.values, dtype=np.uint32)
+        out[mine] = _kernels.pair_jaccard_unsorted(
+            x_values, x.offsets, y_values, y.offsets, a[mine] - first_starts[i], b[mine] - second_starts[j]
+        )
+    return out
+
+
+def _parts(batch: Ragged | Sequence[Ragged]) -> tuple[list[Ragged], npt.NDArray[np.int64]]:
+    """A batch as a list of parts, and where each part's documents start in the whole."""
+    parts = [batch] if isinstance(batch, Ragged) else list(batch)
     starts = np.zeros(len(parts) + 1, dtype=np.int64)
     np.cumsum([len(part) for part in parts], out=starts[1:])
-    a, b = _indices(int(starts[-1]), left, right, len(second))
-    b_values = np.ascontiguousarray(second.values, dtype=np.uint32)
-    out = np.empty(a.size, dtype=np.float64)
-    part_of = np.searchsorted(starts, a, "right") - 1
-    for j, part in enumerate(parts):
-        mine = np.flatnonzero(part_of == j) if len(parts) > 1 else np.arange(a.size)
-        if mine.size:
-            a_values = b_values if part is second else np.ascontiguousarray(part.values, dtype=np.uint32)
-            out[mine] = _kernels.pair_jaccard_unsorted(
-                a_values, part.offsets, b_values, second.offsets, a[mine] - starts[j], b[mine]
-            )
-    return out
+    return parts, starts
 
 
 def signature_agreement(
