@@ -63,6 +63,11 @@ def exact_jaccard_unsorted(
     each as shingled (any order, repeats kept): the same values as ``exact_jaccard_across`` of their
     sorted distinct sets, without sorting them (a hash table per pair), for lists in few pairs.
     Either side may be parts (as a threaded sketch keeps them), taken in turn as one batch."""
+    if isinstance(first, Ragged) and isinstance(second, Ragged):  # a query's: no grouping to pay for
+        a, b = _indices(len(first), left, right, len(second))
+        a_values = np.ascontiguousarray(first.values, dtype=np.uint32)
+        b_values = a_values if second is first else np.ascontiguousarray(second.values, dtype=np.uint32)
+        return _kernels.pair_jaccard_unsorted(a_values, first.offsets, b_values, second.offsets, a, b)
     first_parts, first_starts = _parts(first)
     second_parts, second_starts = _parts(second)
     a, b = _indices(int(first_starts[-1]), left, right, int(second_starts[-1]))
