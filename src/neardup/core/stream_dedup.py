@@ -3,8 +3,9 @@
 Texts arrive in batches. Each batch is sketched, its band keys are matched against the keys of
 every earlier text (sorted arrays per batch, in memory) and against each other, and the candidates
 are verified by the exact Jaccard of their shingle sets, as the index verifies. The texts seen are
-kept (as shingle sets, about 4 bytes a character), so memory grows with the stream: this is for
-one input file, not an archive.
+kept (as their shingles, unsorted, about 4 bytes a character), so memory grows with the stream:
+this is for one input file, not an archive. Most texts are in no pair, so their shingles are never
+sorted: a pair's are compared as shingled (``exact_jaccard_unsorted``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from neardup.core.params import Params
 from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketcher
 from neardup.core.tuning import check_threshold
-from neardup.core.verify import exact_jaccard
+from neardup.core.verify import exact_jaccard_unsorted
 
 
 class StreamDeduplicator:
@@ -39,9 +40,8 @@ class StreamDeduplicator:
     def feed(self, texts: Sequence[str]) -> npt.NDArray[np.int64]:
         """For each text, the position (in everything fed so far) of the earliest text before it
         that it duplicates, else -1. Empty texts duplicate nothing."""
-        sketch = self._sketcher.sketch(texts)
+        sketch = self._sketcher.sketch(texts, hashed=False)
         n, first = len(texts), self._seen
-        sets = sketch.distinct_shingles(np.arange(n, dtype=np.int64))
         bearing = np.flatnonzero(sketch.shingle_counts > 0)
         keys = self._sketcher.band_keys(sketch.signatures[bearing])
         band = np.tile(np.arange(keys.shape[1], dtype=np.int16), bearing.size)
@@ -56,7 +56,7 @@ class StreamDeduplicator:
         mine = first + bearing[row]
         earlier = other < mine
         mine, other = mine[earlier], other[earlier]
-        self._sets.extend(np.asarray(s, np.uint32) for s in sets)
+        self._sets.extend(np.asarray(s, np.uint32) for part in sketch.shingles for s in part)
         self._bands.append(band)
         self._buckets.append(keys.reshape(-1))
         self._owners.append(owners)
@@ -75,4 +75,4 @@ class StreamDeduplicator:
     def _jaccard(self, left: npt.NDArray[np.int64], right: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         ids = np.unique(np.concatenate([left, right]))
         sets = Ragged.from_arrays([self._sets[i] for i in ids.tolist()], np.uint32)
-        return exact_jaccard(sets, np.searchsorted(ids, left), np.searchsorted(ids, right))
+        return exact_jaccard_unsorted(sets, sets, np.searchsorted(ids, left), np.searchsorted(ids, right))
