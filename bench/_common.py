@@ -308,18 +308,24 @@ def command_line() -> str:
     return shlex.join(["python", shown, *sys.argv[1:]])
 
 
-def header(title: str, url: str, db_given: bool, notes: Sequence[str] = ()) -> list[str]:
-    """The opening lines of every report: what ran, where, with which versions, and how."""
+def header(title: str, url: str | None, db_given: bool, notes: Sequence[str] = ()) -> list[str]:
+    """The opening lines of every report: what ran, where, with which versions, and how (no
+    database lines for a benchmark without one, ``url`` None)."""
+    if url is None:
+        versions = f"numpy {np.__version__}, numba {_pkg('numba')}"
+    else:
+        versions = (
+            f"PostgreSQL {server_version(url)}, numpy {np.__version__}, datasketch {_pkg('datasketch')}, "
+            f"rensa {_pkg('rensa')}, redis-server {_redis_server_version()} (redis-py {_pkg('redis')})"
+        )
     return [
         f"# {title}",
         "",
         f"- Date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
         f"- Machine: {_cpu_model()}, {os.cpu_count()} cores, {_ram_gib()}, "
         f"{platform.system()} {platform.release()} ({platform.machine()})",
-        f"- Python {platform.python_version()}, PostgreSQL {server_version(url)}, "
-        f"neardup {_pkg('neardup')}, numpy {np.__version__}, datasketch {_pkg('datasketch')}, "
-        f"rensa {_pkg('rensa')}, redis-server {_redis_server_version()} (redis-py {_pkg('redis')})",
-        f"- Server: {server_description(db_given)}",
+        f"- Python {platform.python_version()}, neardup {_pkg('neardup')}, {versions}",
+        *([f"- Server: {server_description(db_given)}"] if url is not None else []),
         *(f"- {note}" for note in notes),
         f"- Command: `{command_line()}`",
         "",

@@ -85,10 +85,10 @@ RAMP_FROM = 8_192
 # GIL, so a second thread uses the core the database leaves idle between statements.
 SKETCH_THREADS = 2
 # Up to this many candidate pairs per text in them, verification compares shingles as shingled (a
-# hash table a pair, ~12-19 us for two 1.5 KB texts) instead of sorting each text's set once (~25
-# us) and merging each pair's (~8 us); by hand on the 1M synthetic corpus's texts and near-copies.
-# Past it, texts sit in large clusters and sorting them once is cheaper.
-UNSORTED_PAIRS_PER_TEXT = 2
+# hash table a pair) instead of sorting each text's set once and merging each pair's. Past it, texts
+# sit in large clusters and sorting once pays: from about 6 pairs a text for 1.5 KB synthetic texts,
+# beyond 15 for Debian's short descriptions (bench/bench_verify.py, docs/benchmarks/verify.md).
+UNSORTED_PAIRS_PER_TEXT = 4
 # Similarity methods stored with each pair.
 EXACT, ESTIMATE = "exact", "estimate"
 
