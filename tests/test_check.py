@@ -13,7 +13,7 @@ from neardup import search
 from neardup.core import shingles
 from neardup.errors import InputError, ParamsError
 from neardup.index import CheckResult, Index
-from neardup.storage import buckets
+from neardup.storage import buckets, documents
 from tests._corpus import planted_corpus
 from tests._state import collection_state
 
@@ -144,3 +144,43 @@ def test_a_probe_split_over_two_connections_gives_the_same_answers(
     assert len(set(used)) == (1 if index.distributed else 2)
     assert split == whole
     assert any(r.matches for r in split)
+
+
+def test_stored_texts_read_ahead_on_the_second_connection_give_the_same_answers(
+    make_index: MakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every batch's stored texts read and shingled on the second connection (in the batch's
+    snapshot) while the first reads signatures, the answers are those read on one connection; a
+    failure there is the check's, and the next check runs on both connections as before."""
+    docs = planted_corpus(n_sources=12, copies=2, seed=9)
+    index = make_index(**EXHAUSTIVE)
+    index.add(docs[:24])
+    inputs = [*docs[24:], *docs[:6]]
+    used: list[int] = []
+    texts = documents.texts
+
+    def recorded(scope: Any, content_ids: Any) -> Any:
+        used.append(id(scope.conn))
+        return texts(scope, content_ids)
+
+    monkeypatch.setattr(documents, "texts", recorded)
+    alone = list(index.check(inputs, batch_size=100))
+    first = set(used)
+    assert len(first) == 1
+    used.clear()
+    monkeypatch.setattr(search, "READ_AHEAD", 0)  # every batch's texts read ahead
+    ahead = list(index.check(inputs, batch_size=100))
+    assert ahead == alone
+    assert any(r.matches for r in ahead)
+    # On Citus the texts are read where they live, on the first connection, and never ahead.
+    assert len(set(used)) == 1
+    assert (set(used) == first) == index.distributed
+
+    def failing(scope: Any, content_ids: Any) -> Any:
+        raise RuntimeError("the texts' read failed")
+
+    monkeypatch.setattr(documents, "texts", failing)
+    with pytest.raises(RuntimeError, match="the texts' read failed"):
+        list(index.check(inputs, batch_size=100))
+    monkeypatch.setattr(documents, "texts", recorded)
+    assert list(index.check(inputs, batch_size=100)) == alone

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from typing import NamedTuple
 
 import numpy as np
@@ -17,6 +18,7 @@ from neardup.config import IndexConfig
 from neardup.core.candidates import bucket_matches
 from neardup.core.lsh import distinct_keys
 from neardup.core.minhash import empty_rows
+from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketch, Sketcher
 from neardup.core.verify import (
     agreement_with,
@@ -123,6 +125,32 @@ def _members(
     )
 
 
+# From this many candidate contents on, a batch's stored texts are read and shingled on the second
+# connection (in the batch's snapshot) while this one reads their signatures: all of them, since
+# which are hopeful is not known yet.
+READ_AHEAD = 1_000
+
+
+@contextmanager
+def _shingles_ahead(
+    scope: Scope, helper: Callable[[], Scope], sketcher: Sketcher, content_ids: np.ndarray
+) -> Iterator[Future[Ragged]]:
+    """The shingles (as shingled) of the stored text of each content, in ``content_ids``' order,
+    read on ``helper()``'s connection in the snapshot of the caller's open transaction; the block
+    ends only when that read has, so the second connection is free again whatever happened."""
+    snapshot = export_snapshot(scope.conn)
+    second = helper()
+
+    def shingled() -> Ragged:
+        with transaction(second.conn):
+            read_snapshot(second.conn, snapshot=snapshot)
+            texts = documents.texts(second, content_ids.tolist())
+        return sketcher.shingles([texts[i] for i in content_ids.tolist()], unique=False)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-texts") as pool:
+        yield pool.submit(shingled)
+
+
 class CheckResult(NamedTuple):
     """An input document's id and its stored near-duplicates, (id, similarity) best first."""
 
@@ -160,25 +188,36 @@ def check(
         stored = _members(scope, helper, *distinct_keys(keys)) if bearing.size else ()
         row, content = bucket_matches(keys, *stored) if bearing.size else (np.empty(0, np.int64),) * 2
         ids = np.unique(content)
-        stored_ids, stored_sigs = contents.signatures(scope, ids.tolist(), config.params.num_perm)
-        local = np.searchsorted(stored_ids, content)
-        sigs = np.concatenate([sketch.signatures[bearing], stored_sigs])
-        sim = signature_agreement(sigs, row, bearing.size + local)
-        if config.store_text:
-            least = prefilter_floor(floor, config.params.num_perm) if floor > 0 else 0.0
-            hopeful = np.flatnonzero(sim >= least)
-            needed = np.unique(content[hopeful])
-            # The shingles of the stored texts and of the inputs (as the sketch keeps them) are
-            # compared as shingled, a hash table a pair: most are in one pair, and sorting them
-            # first was most of a check's work where every input has a near-copy. Hand A/B, 50,000
-            # edited copies against bench_profile's 1M collection, two runs each: this process's
-            # CPU 0.68x (4.3-4.6 against 6.2-6.6 s); wall 0.96x, the server's reads now most of it.
-            texts = documents.texts(scope, needed.tolist())
-            stored_sets = sketcher.shingles([texts[i] for i in needed.tolist()], unique=False)
-            sim = np.zeros(content.size)
-            sim[hopeful] = exact_jaccard_unsorted(
-                sketch.shingles, stored_sets, bearing[row[hopeful]], np.searchsorted(needed, content[hopeful])
-            )
+        read_ahead = config.store_text and not scope.distributed and ids.size >= READ_AHEAD
+        with (
+            _shingles_ahead(scope, helper, sketcher, ids) if read_ahead and helper else nullcontext()
+        ) as ahead:
+            stored_ids, stored_sigs = contents.signatures(scope, ids.tolist(), config.params.num_perm)
+            local = np.searchsorted(stored_ids, content)
+            sigs = np.concatenate([sketch.signatures[bearing], stored_sigs])
+            sim = signature_agreement(sigs, row, bearing.size + local)
+            if config.store_text:
+                least = prefilter_floor(floor, config.params.num_perm) if floor > 0 else 0.0
+                hopeful = np.flatnonzero(sim >= least)
+                # The shingles of the stored texts and of the inputs (as the sketch keeps them) are
+                # compared as shingled, a hash table a pair: most are in one pair, and sorting them
+                # first was most of a check's work where every input has a near-copy. Hand A/B,
+                # 50,000 edited copies against bench_profile's 1M collection, two runs each: this
+                # process's CPU 0.68x (4.3-4.6 against 6.2-6.6 s); wall 0.96x, the server's reads
+                # now most of it, which the read-ahead overlaps (three more pairs: wall 0.90x).
+                if ahead is not None:
+                    needed, stored_sets = ids, ahead.result()
+                else:
+                    needed = np.unique(content[hopeful])
+                    texts = documents.texts(scope, needed.tolist())
+                    stored_sets = sketcher.shingles([texts[i] for i in needed.tolist()], unique=False)
+                sim = np.zeros(content.size)
+                sim[hopeful] = exact_jaccard_unsorted(
+                    sketch.shingles,
+                    stored_sets,
+                    bearing[row[hopeful]],
+                    np.searchsorted(needed, content[hopeful]),
+                )
         ok = np.flatnonzero(sim >= floor)
         names = documents.external_ids(scope, np.unique(content[ok]).tolist())
     for i in ok.tolist():
