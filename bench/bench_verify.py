@@ -32,6 +32,7 @@ import numpy as np
 
 from _common import REPO, Report, edited, header, read_jsonl
 from bench_core import read_truth
+from bench_scaling import corpus_file
 from neardup.core import Params, Sketcher
 from neardup.core.stream_dedup import StreamDeduplicator
 from neardup.core.verify import exact_jaccard, exact_jaccard_unsorted
@@ -145,14 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     parser.add_argument(
-        "--synthetic", type=Path, default=Path("/tmp/synth1m.jsonl"), help="make_corpus.py JSONL"
+        "--synthetic", type=Path, help="make_corpus.py JSONL: used if present, else written there"
     )
     parser.add_argument("--pairs", type=int, default=20_000, help="pairs in each workload (about)")
     parser.add_argument("--stream", type=int, default=200_000, help="synthetic texts through stream dedup")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "verify.md")
     args = parser.parse_args(argv)
-    synthetic = [t for _, t in read_jsonl(args.synthetic, max(args.pairs, args.stream))]
+    n = max(args.pairs, args.stream)
+    with corpus_file(args.synthetic, n) as (path, made):
+        synthetic = [t for _, t in read_jsonl(path, n)]
     debian = list(read_jsonl(args.data / "debian_bookworm.jsonl.gz"))
     ids, texts = [i for i, _ in debian], [t for _, t in debian]
     truth = read_truth(args.data / "debian_bookworm_pairs_j50_k5.tsv.gz")
@@ -184,7 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         ),
     }
     report = Report()
-    report.say(*header("Exact verification: sorted sets against shingles as shingled", None, False))
+    report.say(
+        *header(
+            "Exact verification: sorted sets against shingles as shingled", None, False, [f"Corpus: {made}"]
+        )
+    )
     rows = []
     for name, (work, sketcher) in workloads.items():
         print(f"{name} ...", file=sys.stderr)
