@@ -555,6 +555,15 @@ def _table_bits(n: int) -> int:
     return bits
 
 
+@njit(inline="always")
+def _slot_of(slots: np.ndarray, state: np.ndarray, v: np.uint32, shift: np.uint32, mask: int) -> np.int64:
+    """The slot of the pair kernel's table that holds ``v``, else the free one it goes in."""
+    s = np.int64(U32(v * _SLOT_MIX) >> shift)
+    while state[s] != _FREE and slots[s] != v:
+        s = (s + 1) & mask
+    return s
+
+
 @_kernel(
     lambda a_values, a_offsets, b_values, b_offsets, left, right: (
         left.shape[0] + 2 * int(np.diff(a_offsets)[left].sum() + np.diff(b_offsets)[right].sum())
@@ -589,23 +598,17 @@ def pair_jaccard_unsorted(
             state[slot] = _FREE
         only_a = 0
         for i in range(i0, i1):
-            v = a_values[i]
-            s = np.int64(U32(v * _SLOT_MIX) >> shift)
-            while state[s] != _FREE and slots[s] != v:
-                s = (s + 1) & mask
+            s = _slot_of(slots, state, a_values[i], shift, mask)
             if state[s] == _FREE:
-                slots[s] = v
+                slots[s] = a_values[i]
                 state[s] = _IN_A
                 only_a += 1
         common = 0
         only_b = 0
         for j in range(j0, j1):
-            v = b_values[j]
-            s = np.int64(U32(v * _SLOT_MIX) >> shift)
-            while state[s] != _FREE and slots[s] != v:
-                s = (s + 1) & mask
+            s = _slot_of(slots, state, b_values[j], shift, mask)
             if state[s] == _FREE:
-                slots[s] = v
+                slots[s] = b_values[j]
                 state[s] = _IN_B
                 only_b += 1
             elif state[s] == _IN_A:
