@@ -579,7 +579,8 @@ def pair_jaccard_unsorted(
 ) -> np.ndarray:
     """``pair_jaccard`` of sets given as shingled: in any order, with repeats. Each pair's values go
     through one open-addressing table (a's first, then b's), which counts the distinct values of
-    each side and of both without sorting either: the same counts, so the same quotient."""
+    each side and of both without sorting either: the same counts, so the same quotient. The table
+    has 2 to 4 slots (5 bytes each) a value of the longest pair, allocated once for all pairs."""
     n_pairs = left.shape[0]
     out = np.empty(n_pairs, dtype=np.float64)
     longest = 0
