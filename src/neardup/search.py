@@ -204,7 +204,7 @@ def check(
                 # first was most of a check's work where every input has a near-copy. Hand A/B,
                 # 50,000 edited copies against bench_profile's 1M collection, two runs each: this
                 # process's CPU 0.68x (4.3-4.6 against 6.2-6.6 s); wall 0.96x, the server's reads
-                # now most of it, which the read-ahead overlaps (three more pairs: wall 0.90x).
+                # now most of it, which the read-ahead overlaps (five more alternated pairs: 0.89x).
                 if ahead is not None:
                     needed, stored_sets = ids, ahead.result()
                 else:
