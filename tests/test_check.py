@@ -120,6 +120,19 @@ def _shared(make_index: MakeIndex, docs: list[tuple[str, str]]) -> Index:
     return _SHARED[id(make_index)]
 
 
+def _connections_of(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[int]:
+    """The connection of each call of storage function ``module.name`` from now on, in order."""
+    used: list[int] = []
+    original = getattr(module, name)
+
+    def recorded(scope: Any, *args: Any) -> Any:
+        used.append(id(scope.conn))
+        return original(scope, *args)
+
+    monkeypatch.setattr(module, name, recorded)
+    return used
+
+
 def test_a_probe_split_over_two_connections_gives_the_same_answers(
     make_index: MakeIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -127,14 +140,7 @@ def test_a_probe_split_over_two_connections_gives_the_same_answers(
     index = make_index(**EXHAUSTIVE)
     index.add(docs[:24])
     inputs = [*docs[24:], *docs[:6]]
-    used: list[int] = []
-    members_of = buckets.members_of
-
-    def recorded(scope: Any, band: Any, bucket: Any) -> Any:
-        used.append(id(scope.conn))
-        return members_of(scope, band, bucket)
-
-    monkeypatch.setattr(buckets, "members_of", recorded)
+    used = _connections_of(monkeypatch, buckets, "members_of")
     whole = list(index.check(inputs, batch_size=100))
     assert len(set(used)) == 1
     used.clear()
@@ -156,14 +162,8 @@ def test_stored_texts_read_ahead_on_the_second_connection_give_the_same_answers(
     index = make_index(**EXHAUSTIVE)
     index.add(docs[:24])
     inputs = [*docs[24:], *docs[:6]]
-    used: list[int] = []
-    texts = documents.texts
-
-    def recorded(scope: Any, content_ids: Any) -> Any:
-        used.append(id(scope.conn))
-        return texts(scope, content_ids)
-
-    monkeypatch.setattr(documents, "texts", recorded)
+    used = _connections_of(monkeypatch, documents, "texts")
+    recording = documents.texts
     alone = list(index.check(inputs, batch_size=100))
     first = set(used)
     assert len(first) == 1
@@ -182,5 +182,5 @@ def test_stored_texts_read_ahead_on_the_second_connection_give_the_same_answers(
     monkeypatch.setattr(documents, "texts", failing)
     with pytest.raises(RuntimeError, match="the texts' read failed"):
         list(index.check(inputs, batch_size=100))
-    monkeypatch.setattr(documents, "texts", recorded)
+    monkeypatch.setattr(documents, "texts", recording)
     assert list(index.check(inputs, batch_size=100)) == alone

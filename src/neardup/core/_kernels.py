@@ -503,9 +503,14 @@ def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return out.view(np.int64)
 
 
+def _pair_values(a_offsets: np.ndarray, b_offsets: np.ndarray, left: np.ndarray, right: np.ndarray) -> int:
+    """Values in all the pairs, both sides counted: a pair kernel's work estimate."""
+    return int(np.diff(a_offsets)[left].sum() + np.diff(b_offsets)[right].sum())
+
+
 @_kernel(
     lambda a_values, a_offsets, b_values, b_offsets, left, right: (
-        left.shape[0] + int(np.diff(a_offsets)[left].sum() + np.diff(b_offsets)[right].sum())
+        left.shape[0] + _pair_values(a_offsets, b_offsets, left, right)
     )
 )
 def pair_jaccard(
@@ -566,7 +571,7 @@ def _slot_of(slots: np.ndarray, state: np.ndarray, v: np.uint32, shift: np.uint3
 
 @_kernel(
     lambda a_values, a_offsets, b_values, b_offsets, left, right: (
-        left.shape[0] + 2 * int(np.diff(a_offsets)[left].sum() + np.diff(b_offsets)[right].sum())
+        left.shape[0] + 2 * _pair_values(a_offsets, b_offsets, left, right)
     )
 )
 def pair_jaccard_unsorted(

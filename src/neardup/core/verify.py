@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -48,9 +48,7 @@ def exact_jaccard_across(
     """Exact Jaccard of set ``left[i]`` of ``first`` with set ``right[i]`` of ``second`` (as
     ``exact_jaccard``), without concatenating the two batches."""
     a, b = _indices(len(first), left, right, len(second))
-    a_values = np.ascontiguousarray(first.values, dtype=np.uint32)
-    b_values = a_values if second is first else np.ascontiguousarray(second.values, dtype=np.uint32)
-    return _kernels.pair_jaccard(a_values, first.offsets, b_values, second.offsets, a, b)
+    return _on_pairs(_kernels.pair_jaccard, first, second, a, b)
 
 
 def exact_jaccard_unsorted(
@@ -65,9 +63,7 @@ def exact_jaccard_unsorted(
     Either side may be parts (as a threaded sketch keeps them), taken in turn as one batch."""
     if isinstance(first, Ragged) and isinstance(second, Ragged):  # a query's: no grouping to pay for
         a, b = _indices(len(first), left, right, len(second))
-        a_values = np.ascontiguousarray(first.values, dtype=np.uint32)
-        b_values = a_values if second is first else np.ascontiguousarray(second.values, dtype=np.uint32)
-        return _kernels.pair_jaccard_unsorted(a_values, first.offsets, b_values, second.offsets, a, b)
+        return _on_pairs(_kernels.pair_jaccard_unsorted, first, second, a, b)
     first_parts, first_starts = _parts(first)
     second_parts, second_starts = _parts(second)
     a, b = _indices(int(first_starts[-1]), left, right, int(second_starts[-1]))
@@ -78,13 +74,28 @@ def exact_jaccard_unsorted(
     for c in np.unique(combo).tolist():
         i, j = divmod(c, len(second_parts))
         mine = np.flatnonzero(combo == c)
-        x, y = first_parts[i], second_parts[j]
-        x_values = np.ascontiguousarray(x.values, dtype=np.uint32)
-        y_values = x_values if y is x else np.ascontiguousarray(y.values, dtype=np.uint32)
-        out[mine] = _kernels.pair_jaccard_unsorted(
-            x_values, x.offsets, y_values, y.offsets, a[mine] - first_starts[i], b[mine] - second_starts[j]
+        out[mine] = _on_pairs(
+            _kernels.pair_jaccard_unsorted,
+            first_parts[i],
+            second_parts[j],
+            a[mine] - first_starts[i],
+            b[mine] - second_starts[j],
         )
     return out
+
+
+def _on_pairs(
+    kernel: Callable[..., npt.NDArray[np.float64]],
+    first: Ragged,
+    second: Ragged,
+    a: np.ndarray,
+    b: np.ndarray,
+) -> npt.NDArray[np.float64]:
+    """A pair kernel over checked indices ``a`` into ``first`` and ``b`` into ``second`` (uint32
+    values, one array when both are the same batch)."""
+    a_values = np.ascontiguousarray(first.values, dtype=np.uint32)
+    b_values = a_values if second is first else np.ascontiguousarray(second.values, dtype=np.uint32)
+    return kernel(a_values, first.offsets, b_values, second.offsets, a, b)
 
 
 def _parts(batch: Ragged | Sequence[Ragged]) -> tuple[list[Ragged], npt.NDArray[np.int64]]:
