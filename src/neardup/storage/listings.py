@@ -1,9 +1,8 @@
 """Listings of pairs and clusters, streamed on a connection of their own.
 
-A listing reads through a server-side cursor, which needs an open transaction. It gets its own
-connection, so that an iterator left open never holds a transaction on the index's connection:
-writes made meanwhile commit on their own, and the listing keeps reading the one snapshot it began
-with.
+A listing gets its own connection, so that an iterator left open never holds a transaction on the
+index's connection: writes made meanwhile commit on their own, and the listing keeps reading the one
+snapshot it began with (a repeatable-read transaction).
 """
 
 from __future__ import annotations
@@ -12,23 +11,28 @@ from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
 
+from psycopg import pq
+
 from neardup.storage.connect import connect, translated
 from neardup.storage.scope import Scope, read_snapshot
 
-# Rows fetched per round trip when streaming listings through a server-side cursor.
+# Rows libpq hands over at a time when it can stream in chunks (libpq 17 and later; before that, one
+# row at a time). The listing is one statement the server runs to its end, rows flowing as the reader
+# takes them; a server-side cursor (DECLARE) instead kept PostgreSQL from a parallel plan and cost a
+# round trip per fetch: Debian's 175,264 pairs took 1.27-1.48 s through it, 0.72-0.86 s streamed
+# (three runs each, alternated, 2-core machine).
 _STREAM_ROWS = 10_000
+_CHUNKS_FROM_LIBPQ = 170_000
 
 
 def _stream(
     url: str, schema: str, collection_id: int, doing: str, query: str, params: dict[str, Any]
 ) -> Iterator[tuple[Any, ...]]:
+    size = _STREAM_ROWS if pq.version() >= _CHUNKS_FROM_LIBPQ else 1
     with translated(doing), closing(connect(url)) as conn, conn.transaction():
         read_snapshot(conn)
         scope = Scope(conn, schema, collection_id)
-        with conn.cursor(name="neardup_stream") as cur:
-            cur.itersize = _STREAM_ROWS
-            cur.execute(scope.sql(query), params)
-            yield from cur
+        yield from conn.cursor(binary=True).stream(scope.sql(query), params, size=size)
 
 
 def pairs(
