@@ -577,11 +577,15 @@ def test_a_batch_failing_while_its_documents_are_written_alongside_leaves_nothin
     calls = {"insert": 0, "verify": 0}
     insert, verify = document_rows.insert, Writer._verify
 
-    def second_batch_repeats_a_doc_id(scope: Any, doc_ids: np.ndarray, *rest: Any) -> None:
+    def second_batch_repeats_a_key(
+        scope: Any, doc_ids: np.ndarray, external_ids: Any, content_ids: np.ndarray, *rest: Any
+    ) -> None:
         calls["insert"] += 1
-        if calls["insert"] == 2:  # the server refuses the COPY: doc_id is the primary key
+        if calls["insert"] == 2:  # the server refuses the COPY: a repeated primary key, which is
+            # (collection_id, doc_id) on one server and (collection_id, content_id, doc_id) on Citus
             doc_ids = np.r_[doc_ids[:-1], doc_ids[0]]
-        insert(scope, doc_ids, *rest)
+            content_ids = np.r_[content_ids[:-1], content_ids[0]]
+        insert(scope, doc_ids, external_ids, content_ids, *rest)
 
     def second_batch_fails(self: Writer, *args: Any) -> Any:
         calls["verify"] += 1
@@ -590,7 +594,7 @@ def test_a_batch_failing_while_its_documents_are_written_alongside_leaves_nothin
         return verify(self, *args)
 
     if failing == "documents COPY":
-        monkeypatch.setattr(document_rows, "insert", second_batch_repeats_a_doc_id)
+        monkeypatch.setattr(document_rows, "insert", second_batch_repeats_a_key)
         expected: type[Exception] = DatabaseError
     else:
         monkeypatch.setattr(Writer, "_verify", second_batch_fails)
