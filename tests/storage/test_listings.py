@@ -19,7 +19,9 @@ def test_a_listing_gives_the_same_rows_in_chunks_of_any_size_and_one_at_a_time(
     index = make_index(**EXHAUSTIVE)
     index.add(planted_corpus(n_sources=12, copies=3, seed=31))
     whole = (list(index.pairs()), list(index.clusters()))
-    assert len(whole[0]) > 3 * 7 and len(whole[1]) > 7  # several chunks of 7 below
+    # several chunks of 7 below
+    assert len(whole[0]) > 3 * 7
+    assert len(whole[1]) > 7
     monkeypatch.setattr(listings, "_STREAM_ROWS", 7)
     assert (list(index.pairs()), list(index.clusters())) == whole
     monkeypatch.setattr(listings, "_CHUNKS_FROM_LIBPQ", 10**9)  # as with a libpq before 17
