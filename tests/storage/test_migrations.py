@@ -193,3 +193,38 @@ def test_0006_makes_the_content_hash_index_plain_keeping_data_and_downgrades(
         assert index.stats().contents == 2  # hashes are still matched: one content for a, b, c
     migrate.downgrade(database_url, fresh_schema, "0005")
     assert _hash_index(database_url, fresh_schema) == ("contents_hash_key", True)
+
+
+def _view(url: str, schema: str) -> tuple[str, list[tuple[str, str, float]]]:
+    """pair_list's definition and its rows, read with SQL (an Index opens only the head revision)."""
+    with psycopg.connect(psycopg_url(url)) as conn:
+        (source,) = conn.execute(
+            "SELECT pg_get_viewdef(%s::regclass)", (f'"{schema}".pair_list',)
+        ).fetchone() or ("",)
+        rows = conn.execute(
+            f'SELECT id_a, id_b, similarity FROM "{schema}".pair_list ORDER BY id_a, id_b'
+        ).fetchall()
+    return str(source), [(a, b, float(j)) for a, b, j in rows]
+
+
+def test_0007_lists_the_same_pairs_from_shared_contents_and_downgrades(
+    database_url: str, fresh_schema: str
+) -> None:
+    text = "the same words in the same order, stored three times over"
+    docs = [("a", text), ("b", text), ("c", text.upper()), ("d", text + " and then some"), ("e", "unrelated")]
+    with Index.create(database_url, "copies", threshold=0.5, schema=fresh_schema) as index:  # at the head
+        index.add(docs)
+        listed = list(index.pairs())
+    assert {(a, b) for a, b, j in listed if j == 1.0} == {("a", "b"), ("a", "c"), ("b", "c")}
+    assert ("a", "d") in {(a, b) for a, b, _ in listed}
+    source, rows = _view(database_url, fresh_schema)
+    assert "HAVING" in source
+    assert rows == listed
+    migrate.downgrade(database_url, fresh_schema, "0006")
+    source, rows = _view(database_url, fresh_schema)
+    assert "HAVING" not in source  # 0001's definition again
+    assert rows == listed
+    migrate.upgrade(database_url, fresh_schema)
+    source, rows = _view(database_url, fresh_schema)
+    assert "HAVING" in source
+    assert rows == listed
