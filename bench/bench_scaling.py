@@ -121,6 +121,9 @@ def corpus_file(path: Path | None, n: int) -> Iterator[tuple[Path, str]]:
     """(path, how it was obtained) of a make_corpus.py corpus (plain JSONL) of at least n documents."""
     if path is not None and path.exists():
         with path.open("rb") as f:
+            if f.read(2) == b"\x1f\x8b":  # its lines would be counted in the compressed bytes
+                raise SystemExit(f"{path} is gzip-compressed; give the plain JSONL (zcat it first)")
+            f.seek(0)
             have = sum(1 for _ in islice(f, n))
         if have < n:
             raise SystemExit(f"{path} holds {have:,} documents, fewer than --n {n:,}")
