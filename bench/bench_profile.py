@@ -103,19 +103,17 @@ def due_tables(url: str, schema: str) -> list[int]:
 
 def autovacuumed(url: str, due: list[int], since: float, timeout: float) -> float | None:
     """Seconds from ``since`` (a ``time.time()``) until a vacuum has finished on every table in
-    ``due``, polled once a second; None when ``timeout`` seconds pass first (autovacuum off on a
-    --db server, say)."""
-    deadline = time.monotonic() + timeout
+    ``due``, polled once a second; None when that has not happened ``timeout`` seconds after
+    ``since`` (autovacuum off on a --db server, say)."""
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        while time.monotonic() < deadline:
+        while time.time() < since + timeout:
             row = conn.execute(
-                "SELECT count(*) FILTER (WHERE greatest(last_autovacuum, last_vacuum) IS NULL "
-                "OR greatest(last_autovacuum, last_vacuum) < to_timestamp(%s)), "
-                "max(greatest(last_autovacuum, last_vacuum)) FROM pg_stat_user_tables "
-                "WHERE relid = ANY(%s)",
+                "SELECT bool_and(coalesce(v >= to_timestamp(%s), false)), max(v) FROM ("
+                "SELECT greatest(last_autovacuum, last_vacuum) AS v FROM pg_stat_user_tables "
+                "WHERE relid = ANY(%s)) t",
                 (since, due),
             ).fetchone()
-            if row is not None and row[0] == 0:
+            if row is not None and row[0] is not False:  # all vacuumed since, or nothing was due
                 return float(row[1].timestamp()) - since if row[1] is not None else 0.0
             time.sleep(1.0)
     return None
@@ -135,7 +133,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1000, help="queries timed one by one")
     parser.add_argument("--check", type=int, default=100_000, help="documents in the batch check")
     parser.add_argument(
-        "--settle", type=float, default=900.0, help="seconds to wait at most for autovacuum's first pass"
+        "--settle",
+        type=float,
+        default=900.0,
+        help="at most this many seconds after the ingest, wait for autovacuum's first pass",
     )
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "profile.md")
     args = parser.parse_args()
@@ -161,7 +162,10 @@ def main() -> None:
         query_ms = latencies_ms(index.query, probes[: args.queries])
         copies = timed_check(index, probes[: args.check])
         fresh = timed_check(index, [shuffled(t, rng) for t in sampled[: args.check]])
-        print(f"waiting up to {args.settle:.0f} s for autovacuum's first pass ...", file=sys.stderr)
+        print(
+            f"waiting for autovacuum's first pass, up to {args.settle:.0f} s after the ingest ...",
+            file=sys.stderr,
+        )
         settled = autovacuumed(url, due, loaded, args.settle)
         settled_ms = latencies_ms(index.query, probes[: args.queries])
         report = Report()
