@@ -251,6 +251,22 @@ def test_query_returns_exact_similarity_best_first(make_index: MakeIndex) -> Non
     assert index.query(texts[probe], min_jaccard=0.99) == [(probe, 1.0)]
 
 
+def test_query_lists_every_document_of_a_shared_content_with_one_similarity(make_index: MakeIndex) -> None:
+    # Three documents, one normalised text written three ways, stored out of id order; the query's
+    # lookup reads any one of their texts and their ids unsorted, and must answer as if it had not.
+    base = " ".join(f"word{i} token{i % 7}" for i in range(60))
+    docs = [("z", base.upper()), ("a", base), ("m", base.replace(" ", "  \n "))]
+    index = make_index(**EXHAUSTIVE)
+    index.add(docs)
+    assert index.stats().contents == 1
+    near = base.replace("word7 ", "other ")
+    shingles = Sketcher(index.params).shingles([near, base])
+    expected = len(np.intersect1d(shingles[0], shingles[1])) / len(np.union1d(shingles[0], shingles[1]))
+    assert 0.5 < expected < 1.0
+    assert index.query(near, min_jaccard=0.5) == [("a", expected), ("m", expected), ("z", expected)]
+    assert index.query(base.upper(), min_jaccard=0.5) == [("a", 1.0), ("m", 1.0), ("z", 1.0)]
+
+
 def test_a_failing_batch_leaves_nothing_behind(
     make_index: MakeIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:

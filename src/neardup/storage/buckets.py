@@ -159,21 +159,28 @@ def truncate(scope: Scope) -> None:
 
 
 def lookup(scope: Scope, keys: npt.NDArray[np.int64], with_text: bool) -> list[tuple[Any, ...]]:
-    """Contents sharing a bucket with the keys (one per band): (content, signature, text, ids).
+    """Contents sharing a bucket with the keys (one per band): (content, signature, text, ids),
+    the ids in no particular order, the text any one of the content's documents'.
 
     On one server, one join of the candidates with their signatures (a prepared statement). On a
     distributed collection the candidates are found on the buckets' shards first (a CTE Citus runs
     on its own), then their signatures, texts and ids are read where they live, by content id."""
+    # Any one document's text will do: a content's documents share their normalised text, so each
+    # gives the same shingles, and the caller orders its answers. On one server neither subquery
+    # sorts (each sort is set up anew for each candidate): a lookup took 0.91x the time in a hand
+    # A/B on the Debian collection. A distributed collection keeps the sorted subqueries that
+    # were checked on Citus.
+    by_doc, by_id = ("ORDER BY d.doc_id ", " ORDER BY d.external_id") if scope.distributed else ("", "")
     text = (
         "(SELECT d.text FROM {documents_p} d WHERE d.collection_id = %(c)s AND d.content_id = s.content_id "
-        "ORDER BY d.doc_id LIMIT 1)"
+        f"{by_doc}LIMIT 1)"
         if with_text
         else "NULL::text"
     )
     columns = (
         f"SELECT s.content_id, s.signature, {text}, "
         "ARRAY(SELECT d.external_id FROM {documents_p} d "
-        "WHERE d.collection_id = %(c)s AND d.content_id = s.content_id ORDER BY d.external_id) "
+        f"WHERE d.collection_id = %(c)s AND d.content_id = s.content_id{by_id}) "
     )
     params: dict[str, Any] = {
         "c": scope.collection_id,
