@@ -3,7 +3,8 @@ Redis), rensa and PostgreSQL's pg_trgm.
 
     python bench/bench_speed.py [CORPUS] [--limit N] [--threshold 0.8] [--queries 200] [--repeats 3]
                                 [--trgm-threshold auto|X] [--trgm-pairs-docs 2000]
-                                [--no-redis] [--no-trgm] [--db URL] [--out-dir docs/benchmarks]
+                                [--no-redis] [--no-trgm] [--db URL] [--settle 300]
+                                [--out-dir docs/benchmarks]
 
 Every method gets the same documents, read into memory first (reading the file is not timed), the
 same threshold (0.8) and 128 permutations, and character 5-shingles of the ground truth's
@@ -24,9 +25,14 @@ normalisation (lowercase, collapsed whitespace). Measured:
   self-join only on the first --trgm-pairs-docs documents, against neardup on the same ones.
 
 Queries: --queries documents sampled from the corpus with ~3% of their words replaced, the same
-texts for every method, each timed after 20 untimed ones: p50 and p99. All-pairs listings are
-the median of --repeats runs, fewer when the runs so far took over 60 s. Ingest runs once.
-Ratios are a method's time over neardup's.
+texts for every method, timed one at a time (p50 and p99) right after as many other such texts: the
+latency of a method in use, not only just after its load. Those first queries (after 20 of them
+untimed) are reported too: neardup's, right after its bulk load, read the bucket index's pages into
+PostgreSQL's buffers for the first time (CREATE INDEX writes them past the buffers). neardup's
+timed queries also wait until autovacuum has vacuumed the tables its load filled (at most --settle
+seconds after the load), which the other methods then do not run beside either. All-pairs
+listings are the median of --repeats runs, fewer when the runs so far took over 60 s. Ingest runs
+once. Ratios are a method's time over neardup's.
 
 Writes speed.md and speed.png into --out-dir.
 """
@@ -38,6 +44,7 @@ import contextlib
 import gzip
 import random
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +60,9 @@ from _common import (
     SEED,
     TRUTH_CONFIG,
     Report,
+    autovacuumed,
     bench_schema,
+    due_tables,
     edited,
     header,
     latencies_ms,
@@ -73,6 +82,26 @@ from neardup.storage.connect import libpq_url
 Docs = list[tuple[str, str]]
 
 
+@dataclass(frozen=True)
+class Queries:
+    """The query texts every method is timed on, and as many others it answers first."""
+
+    timed: list[str]
+    warm: list[str]
+
+
+def query_latencies(
+    fn: Callable[[str], Any], queries: Queries, between: Callable[[], None] | None = None
+) -> tuple[list[float], list[float]]:
+    """Milliseconds of each warm-up query (after 20 untimed), then of each timed one right after
+    them, or after ``between()`` and 20 warm-up queries again, untimed."""
+    first = latencies_ms(fn, queries.warm)
+    if between is not None:
+        between()
+        latencies_ms(fn, queries.warm[:20], warmup=0)
+    return first, latencies_ms(fn, queries.timed, warmup=0)
+
+
 @dataclass
 class Result:
     method: str
@@ -82,6 +111,8 @@ class Result:
     pairs_runs: int = 0
     pairs: int = 0
     query_ms: list[float] = field(default_factory=list)
+    first_query_ms: list[float] = field(default_factory=list)
+    settled_s: float | None = None
     note: str = ""
 
     @property
@@ -101,8 +132,20 @@ class Result:
 
 
 def bench_neardup(
-    url: str, schema: str, name: str, docs: Docs, t: float, texts: list[str], repeats: int
+    url: str,
+    schema: str,
+    name: str,
+    docs: Docs,
+    t: float,
+    queries: Queries | None,
+    repeats: int,
+    settle: float = 0.0,
 ) -> tuple[Result, Index]:
+    """neardup timed: its ingest, its listing of all pairs, its queries. The timed queries wait
+    until autovacuum has vacuumed the tables the load filled (at most ``settle`` seconds after it),
+    as a server in use has: on two cores its pass over them (within a minute of the load) would run
+    beside whichever queries, neardup's or the next method's, came then."""
+
     def ingest() -> Index:
         index = Index.create(url, name, t, schema=schema, **TRUTH_CONFIG)
         index.add(docs)
@@ -110,11 +153,16 @@ def bench_neardup(
 
     r = Result("neardup", len(docs))
     r.ingest_s, index = timed(ingest)
+    loaded, due = time.time(), due_tables(url, schema)
     r.method = f"neardup {index.params.bands}x{index.params.rows}, PostgreSQL"
     r.pairs_s, r.pairs_runs, listed = median_of_runs(lambda: list(index.pairs()), repeats)
     r.pairs = len(listed)
-    if texts:
-        r.query_ms = latencies_ms(index.query, texts)
+    if queries:
+
+        def wait() -> None:
+            r.settled_s = autovacuumed(url, due, loaded, settle)
+
+        r.first_query_ms, r.query_ms = query_latencies(index.query, queries, wait)
     r.note = "verified pairs (exact Jaccard >= t) stored at ingest; query verified"
     return r, index
 
@@ -128,7 +176,7 @@ def _candidates(
     ingest: Callable[[], list[Any]],
     all_pairs: Callable[[list[Any]], set[Any]],
     query: Callable[[str], Any],
-    texts: list[str],
+    queries: Queries,
     repeats: int,
 ) -> Result:
     """An LSH library timed: ingest (returning the signatures), all pairs from them, one query; its
@@ -137,14 +185,13 @@ def _candidates(
     r.ingest_s, signatures = timed(ingest)
     r.pairs_s, r.pairs_runs, found = median_of_runs(lambda: all_pairs(signatures), repeats)
     r.pairs = len(found)
-    if texts:
-        r.query_ms = latencies_ms(query, texts)
+    r.first_query_ms, r.query_ms = query_latencies(query, queries)
     r.note = "unverified LSH candidates (pairs and query)"
     return r
 
 
 def bench_datasketch(
-    docs: Docs, t: float, texts: list[str], repeats: int, storage: dict[str, Any] | None
+    docs: Docs, t: float, queries: Queries, repeats: int, storage: dict[str, Any] | None
 ) -> Result:
     from datasketch import MinHash, MinHashLSH
 
@@ -175,14 +222,14 @@ def bench_datasketch(
     where = "Redis" if storage else "memory"
     name = f"datasketch MinHashLSH {lsh.b}x{lsh.r}, {where}"
     return _candidates(
-        name, len(docs), ingest, all_pairs, lambda text: lsh.query(minhash(text)), texts, repeats
+        name, len(docs), ingest, all_pairs, lambda text: lsh.query(minhash(text)), queries, repeats
     )
 
 
 # -- rensa --------------------------------------------------------------------------------------
 
 
-def bench_rensa(docs: Docs, t: float, bands: int, texts: list[str], repeats: int) -> Result:
+def bench_rensa(docs: Docs, t: float, bands: int, queries: Queries, repeats: int) -> Result:
     from rensa import RMinHash, RMinHashLSH
 
     def minhash(text: str) -> Any:
@@ -209,7 +256,7 @@ def bench_rensa(docs: Docs, t: float, bands: int, texts: list[str], repeats: int
 
     name = f"rensa RMinHashLSH {bands}x{NUM_PERM // bands}, memory"
     return _candidates(
-        name, len(docs), ingest, all_pairs, lambda text: lsh.query(minhash(text)), texts, repeats
+        name, len(docs), ingest, all_pairs, lambda text: lsh.query(minhash(text)), queries, repeats
     )
 
 
@@ -257,7 +304,7 @@ def trgm_threshold(
 
 
 def bench_trgm(
-    url: str, schema: str, docs: Docs, texts: list[str], threshold: float, note: str
+    url: str, schema: str, docs: Docs, queries: Queries, threshold: float, note: str
 ) -> tuple[Result, list[str]]:
     """pg_trgm's load and `%` queries through the GIN index (sequential scans off, see below)."""
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
@@ -272,20 +319,19 @@ def bench_trgm(
         # point is pg_trgm's indexed `%`.
         seq = sum(
             any("Seq Scan" in row[0] for row in conn.execute(f"EXPLAIN {sql}", {"q": text}).fetchall())
-            for text in texts
+            for text in queries.timed
         )
         conn.execute("SET enable_seqscan = off")
 
         def query(text: str) -> list[Any]:
             return conn.execute(sql, {"q": text}, prepare=True).fetchall()
 
-        if texts:
-            r.query_ms = latencies_ms(query, texts)
+        r.first_query_ms, r.query_ms = query_latencies(query, queries)
         r.note = f"similarity_threshold {threshold}; no all-pairs run on the whole corpus"
         return r, [
             f"pg_trgm.similarity_threshold = {note}",
             f"pg_trgm queries ran with `enable_seqscan = off`, so through the GIN index: with the "
-            f"planner's own choice, {seq} of the {len(texts)} query texts would have been a "
+            f"planner's own choice, {seq} of the {len(queries.timed)} query texts would have been a "
             "sequential scan of the whole table",
         ]
 
@@ -385,6 +431,12 @@ def main() -> None:
     ap.add_argument("--no-redis", action="store_true", help="skip datasketch on Redis")
     ap.add_argument("--no-trgm", action="store_true", help="skip pg_trgm")
     ap.add_argument("--db", help="PostgreSQL URL (default: a temporary durable local server)")
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=300,
+        help="seconds after neardup's load to wait at most for autovacuum before its timed queries",
+    )
     ap.add_argument("--out-dir", type=Path, default=Path("docs/benchmarks"))
     args = ap.parse_args()
     t = args.threshold
@@ -392,7 +444,13 @@ def main() -> None:
 
     docs = list(read_jsonl(args.corpus, args.limit))
     rng = random.Random(1)
-    texts = [edited(text, rng) for _, text in rng.sample(docs, min(args.queries, len(docs)))]
+    sampled = rng.sample(docs, min(args.queries, len(docs)))
+    chosen = set(sampled)
+    others = [doc for doc in docs if doc not in chosen]
+    queries = Queries(
+        [edited(text, rng) for _, text in sampled],
+        [edited(text, rng) for _, text in rng.sample(others, min(args.queries, len(others)))],
+    )
     results: list[Result] = []
     report = Report()
     sub: dict[str, float] = {}
@@ -402,20 +460,20 @@ def main() -> None:
         schema = stack.enter_context(bench_schema(url, "nd_speed"))
         warm_up(url, schema, **TRUTH_CONFIG)
         print("neardup ...", file=sys.stderr)
-        nd, index = bench_neardup(url, schema, "speed", docs, t, texts, args.repeats)
+        nd, index = bench_neardup(url, schema, "speed", docs, t, queries, args.repeats, args.settle)
         neardup_bands = index.params.bands
         index.close()
         results.append(nd)
         print("datasketch, memory ...", file=sys.stderr)
-        results.append(bench_datasketch(docs, t, texts, args.repeats, None))
+        results.append(bench_datasketch(docs, t, queries, args.repeats, None))
         if not args.no_redis:
             print("datasketch, Redis ...", file=sys.stderr)
             port = stack.enter_context(redis_server())
             storage = {"type": "redis", "redis": {"host": "127.0.0.1", "port": port}}
-            results.append(bench_datasketch(docs, t, texts, args.repeats, storage))
+            results.append(bench_datasketch(docs, t, queries, args.repeats, storage))
         print("rensa ...", file=sys.stderr)
         bands = max(b for b in range(1, neardup_bands + 1) if NUM_PERM % b == 0)
-        results.append(bench_rensa(docs, t, bands, texts, args.repeats))
+        results.append(bench_rensa(docs, t, bands, queries, args.repeats))
         if not args.no_trgm:
             print("pg_trgm ...", file=sys.stderr)
             with psycopg.connect(libpq_url(url), autocommit=True) as conn:
@@ -430,14 +488,14 @@ def main() -> None:
                 else:
                     threshold = float(args.trgm_threshold)
                     why = f"{threshold} (given by --trgm-threshold)"
-            r, notes = bench_trgm(url, schema, docs, texts, threshold, why)
+            r, notes = bench_trgm(url, schema, docs, queries, threshold, why)
             results.append(r)
             trgm_notes.append(f"pg_trgm {trgm_version[0] if trgm_version else '?'}, {notes[0]}.")
             trgm_notes.append(notes[1] + ".")
             m = min(args.trgm_pairs_docs, len(docs))
             print(f"all pairs of the first {m:,} documents ...", file=sys.stderr)
             first = docs[:m]
-            nd_sub, nd_sub_index = bench_neardup(url, schema, "speed_sub", first, t, [], 1)
+            nd_sub, nd_sub_index = bench_neardup(url, schema, "speed_sub", first, t, None, 1)
             nd_sub_index.close()
             load_s, join_s, trgm_pairs, how = bench_trgm_pairs(url, schema, first, threshold)
             sub = {
@@ -463,7 +521,8 @@ def main() -> None:
                     + ", read into memory before any timing",
                     f"Threshold {t}, {NUM_PERM} permutations, character 5-shingles of the ground "
                     "truth's normalisation (lowercase, collapsed whitespace) for every method; "
-                    f"{len(texts)} query texts (sampled documents with ~3% of words replaced)",
+                    f"{len(queries.timed)} query texts (sampled documents with ~3% of words replaced), "
+                    f"each method timed on them after answering {len(queries.warm)} others",
                 ],
             )
         )
@@ -516,6 +575,24 @@ def main() -> None:
         "",
         *(f"- {r.method}: {r.note}" for r in results),
         *(f"- {n}" for n in trgm_notes),
+        "",
+        "Each method's first queries, on the warm-up texts (after 20 of them untimed), before the "
+        "timed ones: "
+        + "; ".join(
+            f"{r.method.split(',')[0]} p50 {num(pct(r.first_query_ms, 50))} ms, "
+            f"p99 {num(pct(r.first_query_ms, 99))} ms"
+            for r in results
+            if r.first_query_ms
+        )
+        + ". neardup's, right after its bulk load, read the new bucket index's pages into "
+        "PostgreSQL's buffers for the first time. "
+        + (
+            f"Its timed queries ran once autovacuum had vacuumed the tables the load filled, "
+            f"{base.settled_s:.0f} s after the load."
+            if base.settled_s is not None
+            else f"Autovacuum had not vacuumed the tables the load filled {args.settle:.0f} s after "
+            "it (--settle); its timed queries ran then."
+        ),
         "",
     )
     if sub:
