@@ -241,18 +241,21 @@ def due_tables(url: str, schema: str) -> list[int]:
 
 def autovacuumed(url: str, due: list[int], since: float, timeout: float) -> float | None:
     """Seconds from ``since`` (a ``time.time()``) until a vacuum has finished on every table in
-    ``due``, polled once a second; None when that has not happened ``timeout`` seconds after
-    ``since`` (autovacuum off on a --db server, say)."""
+    ``due`` and no autovacuum worker is at work in the database (its ANALYZE of a table comes after
+    the table's vacuum is recorded), polled once a second; None when that has not happened
+    ``timeout`` seconds after ``since`` (autovacuum off on a --db server, say)."""
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         while time.time() < since + timeout:
             row = conn.execute(
-                "SELECT bool_and(coalesce(v >= to_timestamp(%s), false)), max(v) FROM ("
+                "SELECT bool_and(coalesce(v >= to_timestamp(%s), false)) IS NOT FALSE AND NOT EXISTS ("
+                "SELECT FROM pg_stat_activity WHERE backend_type = 'autovacuum worker' "
+                "AND datname = current_database()) FROM ("
                 "SELECT greatest(last_autovacuum, last_vacuum) AS v FROM pg_stat_user_tables "
                 "WHERE relid = ANY(%s)) t",
                 (since, due),
             ).fetchone()
-            if row is not None and row[0] is not False:  # all vacuumed since, or nothing was due
-                return float(row[1].timestamp()) - since if row[1] is not None else 0.0
+            if row is not None and row[0]:  # all vacuumed since (or nothing was due), none at work
+                return time.time() - since
             time.sleep(1.0)
     return None
 

@@ -25,12 +25,12 @@ normalisation (lowercase, collapsed whitespace). Measured:
   self-join only on the first --trgm-pairs-docs documents, against neardup on the same ones.
 
 Queries: --queries documents sampled from the corpus with ~3% of their words replaced, the same
-texts for every method, timed one at a time (p50 and p99) right after as many other such texts: the
-latency of a method in use, not only just after its load. Those first queries (after 20 of them
-untimed) are reported too: neardup's, right after its bulk load, read the bucket index's pages into
-PostgreSQL's buffers for the first time (CREATE INDEX writes them past the buffers). neardup's
-timed queries also wait until autovacuum has vacuumed the tables its load filled (at most --settle
-seconds after the load), which the other methods then do not run beside either. All-pairs
+texts for every method, timed one at a time (p50 and p99) once every method is loaded, interleaved:
+each block of 50 texts answered by every method in turn, so that all are timed over the same
+stretch of the run, and after neardup's load has had autovacuum's pass (at most --settle seconds
+after the load). Each method first answers as many other such texts right after its own load,
+timed too and reported as its first queries: neardup's read the new bucket index's pages into
+PostgreSQL's buffers for the first time (CREATE INDEX writes them past the buffers). All-pairs
 listings are the median of --repeats runs, fewer when the runs so far took over 60 s. Ingest runs
 once. Ratios are a method's time over neardup's.
 
@@ -45,7 +45,7 @@ import gzip
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,16 +90,26 @@ class Queries:
     warm: list[str]
 
 
-def query_latencies(
-    fn: Callable[[str], Any], queries: Queries, between: Callable[[], None] | None = None
-) -> tuple[list[float], list[float]]:
-    """Milliseconds of each warm-up query (after 20 untimed), then of each timed one right after
-    them, or after ``between()`` and 20 warm-up queries again, untimed."""
-    first = latencies_ms(fn, queries.warm)
-    if between is not None:
-        between()
-        latencies_ms(fn, queries.warm[:20], warmup=0)
-    return first, latencies_ms(fn, queries.timed, warmup=0)
+# Texts one method answers in a row before the next takes its turn. Timed each in its own minute,
+# one method's p50 moved from 0.43 to 0.88 ms between back-to-back runs, so the methods take turns
+# and share the run's slow and fast stretches. Blocks of 10 let the switches between methods weigh
+# on datasketch (its p50 over neardup's: 1.04 to 1.16 in five runs; 0.80 to 1.06 in four runs with
+# blocks of 50), so each method answers 50 in a row and the first of a block is 2% of its samples.
+BLOCK = 50
+
+
+def interleaved_latencies(fns: Sequence[Callable[[str], Any]], texts: Sequence[str]) -> list[list[float]]:
+    """Milliseconds of each method's call on each text: the texts in blocks of BLOCK, each block
+    answered by every method in turn, the first to go rotating from block to block."""
+    out: list[list[float]] = [[] for _ in fns]
+    for b, start in enumerate(range(0, len(texts), BLOCK)):
+        for k in range(len(fns)):
+            i = (b + k) % len(fns)
+            for text in texts[start : start + BLOCK]:
+                t0 = time.perf_counter()
+                fns[i](text)
+                out[i].append(1000 * (time.perf_counter() - t0))
+    return out
 
 
 @dataclass
@@ -112,7 +122,7 @@ class Result:
     pairs: int = 0
     query_ms: list[float] = field(default_factory=list)
     first_query_ms: list[float] = field(default_factory=list)
-    settled_s: float | None = None
+    query: Callable[[str], Any] | None = field(default=None, repr=False)
     note: str = ""
 
     @property
@@ -132,19 +142,11 @@ class Result:
 
 
 def bench_neardup(
-    url: str,
-    schema: str,
-    name: str,
-    docs: Docs,
-    t: float,
-    queries: Queries | None,
-    repeats: int,
-    settle: float = 0.0,
-) -> tuple[Result, Index]:
-    """neardup timed: its ingest, its listing of all pairs, its queries. The timed queries wait
-    until autovacuum has vacuumed the tables the load filled (at most ``settle`` seconds after it),
-    as a server in use has: on two cores its pass over them (within a minute of the load) would run
-    beside whichever queries, neardup's or the next method's, came then."""
+    url: str, schema: str, name: str, docs: Docs, t: float, queries: Queries | None, repeats: int
+) -> tuple[Result, Index, Callable[[float], float | None]]:
+    """neardup timed: its ingest, its listing of all pairs, its first queries; with the index
+    (open: the caller closes it) and a wait for autovacuum's pass over what the load filled (at most
+    the given seconds after the load), which returns the seconds it came after the load, or None."""
 
     def ingest() -> Index:
         index = Index.create(url, name, t, schema=schema, **TRUTH_CONFIG)
@@ -157,14 +159,11 @@ def bench_neardup(
     r.method = f"neardup {index.params.bands}x{index.params.rows}, PostgreSQL"
     r.pairs_s, r.pairs_runs, listed = median_of_runs(lambda: list(index.pairs()), repeats)
     r.pairs = len(listed)
+    r.query = index.query
     if queries:
-
-        def wait() -> None:
-            r.settled_s = autovacuumed(url, due, loaded, settle)
-
-        r.first_query_ms, r.query_ms = query_latencies(index.query, queries, wait)
+        r.first_query_ms = latencies_ms(index.query, queries.warm)
     r.note = "verified pairs (exact Jaccard >= t) stored at ingest; query verified"
-    return r, index
+    return r, index, lambda settle: autovacuumed(url, due, loaded, settle)
 
 
 # -- datasketch ---------------------------------------------------------------------------------
@@ -185,7 +184,8 @@ def _candidates(
     r.ingest_s, signatures = timed(ingest)
     r.pairs_s, r.pairs_runs, found = median_of_runs(lambda: all_pairs(signatures), repeats)
     r.pairs = len(found)
-    r.first_query_ms, r.query_ms = query_latencies(query, queries)
+    r.query = query
+    r.first_query_ms = latencies_ms(query, queries.warm)
     r.note = "unverified LSH candidates (pairs and query)"
     return r
 
@@ -304,36 +304,36 @@ def trgm_threshold(
 
 
 def bench_trgm(
-    url: str, schema: str, docs: Docs, queries: Queries, threshold: float, note: str
+    conn: psycopg.Connection[Any], docs: Docs, queries: Queries, threshold: float, note: str
 ) -> tuple[Result, list[str]]:
-    """pg_trgm's load and `%` queries through the GIN index (sequential scans off, see below)."""
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        conn.execute(f"SET search_path = {schema}, public")
-        table = "trgm_docs"
-        r = Result("pg_trgm `%` + GIN, PostgreSQL", len(docs))
-        r.ingest_s, _ = timed(lambda: trgm_load(conn, table, docs))
-        conn.execute(f"SET pg_trgm.similarity_threshold = {threshold}")
-        sql = f"SELECT id, similarity(text, %(q)s) FROM {table} WHERE text %% %(q)s"
-        # Left to itself the planner takes a sequential scan for some long query texts (seconds
-        # each, every row's trigrams compared): counted here, then the index is forced, since the
-        # point is pg_trgm's indexed `%`.
-        seq = sum(
-            any("Seq Scan" in row[0] for row in conn.execute(f"EXPLAIN {sql}", {"q": text}).fetchall())
-            for text in queries.timed
-        )
-        conn.execute("SET enable_seqscan = off")
+    """pg_trgm's load and `%` queries through the GIN index (sequential scans off, see below), on
+    ``conn`` (autocommit, its search_path the bench schema), which its query goes on using."""
+    table = "trgm_docs"
+    r = Result("pg_trgm `%` + GIN, PostgreSQL", len(docs))
+    r.ingest_s, _ = timed(lambda: trgm_load(conn, table, docs))
+    conn.execute(f"SET pg_trgm.similarity_threshold = {threshold}")
+    sql = f"SELECT id, similarity(text, %(q)s) FROM {table} WHERE text %% %(q)s"
+    # Left to itself the planner takes a sequential scan for some long query texts (seconds
+    # each, every row's trigrams compared): counted here, then the index is forced, since the
+    # point is pg_trgm's indexed `%`.
+    seq = sum(
+        any("Seq Scan" in row[0] for row in conn.execute(f"EXPLAIN {sql}", {"q": text}).fetchall())
+        for text in queries.timed
+    )
+    conn.execute("SET enable_seqscan = off")
 
-        def query(text: str) -> list[Any]:
-            return conn.execute(sql, {"q": text}, prepare=True).fetchall()
+    def query(text: str) -> list[Any]:
+        return conn.execute(sql, {"q": text}, prepare=True).fetchall()
 
-        r.first_query_ms, r.query_ms = query_latencies(query, queries)
-        r.note = f"similarity_threshold {threshold}; no all-pairs run on the whole corpus"
-        return r, [
-            f"pg_trgm.similarity_threshold = {note}",
-            f"pg_trgm queries ran with `enable_seqscan = off`, so through the GIN index: with the "
-            f"planner's own choice, {seq} of the {len(queries.timed)} query texts would have been a "
-            "sequential scan of the whole table",
-        ]
+    r.query = query
+    r.first_query_ms = latencies_ms(query, queries.warm)
+    r.note = f"similarity_threshold {threshold}; no all-pairs run on the whole corpus"
+    return r, [
+        f"pg_trgm.similarity_threshold = {note}",
+        f"pg_trgm queries ran with `enable_seqscan = off`, so through the GIN index: with the "
+        f"planner's own choice, {seq} of the {len(queries.timed)} query texts would have been a "
+        "sequential scan of the whole table",
+    ]
 
 
 def bench_trgm_pairs(url: str, schema: str, docs: Docs, threshold: float) -> tuple[float, float, int, str]:
@@ -435,7 +435,7 @@ def main() -> None:
         "--settle",
         type=float,
         default=300,
-        help="seconds after neardup's load to wait at most for autovacuum before its timed queries",
+        help="seconds after neardup's load to wait at most for autovacuum before the timed queries",
     )
     ap.add_argument("--out-dir", type=Path, default=Path("docs/benchmarks"))
     args = ap.parse_args()
@@ -460,9 +460,9 @@ def main() -> None:
         schema = stack.enter_context(bench_schema(url, "nd_speed"))
         warm_up(url, schema, **TRUTH_CONFIG)
         print("neardup ...", file=sys.stderr)
-        nd, index = bench_neardup(url, schema, "speed", docs, t, queries, args.repeats, args.settle)
+        nd, index, settled = bench_neardup(url, schema, "speed", docs, t, queries, args.repeats)
+        stack.callback(index.close)
         neardup_bands = index.params.bands
-        index.close()
         results.append(nd)
         print("datasketch, memory ...", file=sys.stderr)
         results.append(bench_datasketch(docs, t, queries, args.repeats, None))
@@ -476,26 +476,35 @@ def main() -> None:
         results.append(bench_rensa(docs, t, bands, queries, args.repeats))
         if not args.no_trgm:
             print("pg_trgm ...", file=sys.stderr)
-            with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-                # In the bench schema, so that it goes with it (unless --db has it installed already).
-                conn.execute(f"SET search_path = {schema}, public")
-                conn.execute(f"CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA {schema}")
-                trgm_version = conn.execute(
-                    "SELECT extversion FROM pg_extension WHERE extname = 'pg_trgm'"
-                ).fetchone()
-                if args.trgm_threshold == "auto":
-                    threshold, why = trgm_threshold(conn, truth_path, docs, t, random.Random(2))
-                else:
-                    threshold = float(args.trgm_threshold)
-                    why = f"{threshold} (given by --trgm-threshold)"
-            r, notes = bench_trgm(url, schema, docs, queries, threshold, why)
+            conn = stack.enter_context(psycopg.connect(libpq_url(url), autocommit=True))
+            # In the bench schema, so that it goes with it (unless --db has it installed already).
+            conn.execute(f"SET search_path = {schema}, public")
+            conn.execute(f"CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA {schema}")
+            trgm_version = conn.execute(
+                "SELECT extversion FROM pg_extension WHERE extname = 'pg_trgm'"
+            ).fetchone()
+            if args.trgm_threshold == "auto":
+                threshold, why = trgm_threshold(conn, truth_path, docs, t, random.Random(2))
+            else:
+                threshold = float(args.trgm_threshold)
+                why = f"{threshold} (given by --trgm-threshold)"
+            r, notes = bench_trgm(conn, docs, queries, threshold, why)
             results.append(r)
             trgm_notes.append(f"pg_trgm {trgm_version[0] if trgm_version else '?'}, {notes[0]}.")
             trgm_notes.append(notes[1] + ".")
+        print("waiting for autovacuum after neardup's load ...", file=sys.stderr)
+        settled_s = settled(args.settle)
+        print(f"timing {len(queries.timed)} queries of each method, interleaved ...", file=sys.stderr)
+        fns = [r.query for r in results if r.query is not None]
+        for fn in fns:
+            latencies_ms(fn, queries.warm[:20], warmup=0)
+        for r, ms in zip(results, interleaved_latencies(fns, queries.timed), strict=True):
+            r.query_ms = ms
+        if not args.no_trgm:
             m = min(args.trgm_pairs_docs, len(docs))
             print(f"all pairs of the first {m:,} documents ...", file=sys.stderr)
             first = docs[:m]
-            nd_sub, nd_sub_index = bench_neardup(url, schema, "speed_sub", first, t, None, 1)
+            nd_sub, nd_sub_index, _ = bench_neardup(url, schema, "speed_sub", first, t, None, 1)
             nd_sub_index.close()
             load_s, join_s, trgm_pairs, how = bench_trgm_pairs(url, schema, first, threshold)
             sub = {
@@ -579,19 +588,18 @@ def main() -> None:
         "Each method's first queries, on the warm-up texts (after 20 of them untimed), before the "
         "timed ones: "
         + "; ".join(
-            f"{r.method.split(',')[0]} p50 {num(pct(r.first_query_ms, 50))} ms, "
-            f"p99 {num(pct(r.first_query_ms, 99))} ms"
+            f"{r.method} p50 {num(pct(r.first_query_ms, 50))} ms, p99 {num(pct(r.first_query_ms, 99))} ms"
             for r in results
             if r.first_query_ms
         )
         + ". neardup's, right after its bulk load, read the new bucket index's pages into "
-        "PostgreSQL's buffers for the first time. "
+        "PostgreSQL's buffers for the first time. The timed queries came after every method was "
+        f"loaded, interleaved in blocks of {BLOCK} texts, "
         + (
-            f"Its timed queries ran once autovacuum had vacuumed the tables the load filled, "
-            f"{base.settled_s:.0f} s after the load."
-            if base.settled_s is not None
-            else f"Autovacuum had not vacuumed the tables the load filled {args.settle:.0f} s after "
-            "it (--settle); its timed queries ran then."
+            f"once autovacuum had finished its pass over neardup's load ({settled_s:.0f} s after it)."
+            if settled_s is not None
+            else f"though autovacuum had not finished its pass over neardup's load {args.settle:.0f} s "
+            "after it (--settle)."
         ),
         "",
     )
