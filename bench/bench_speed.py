@@ -91,8 +91,8 @@ class Queries:
 
 
 # Texts one method answers in a row before the next takes its turn. Timed each in its own minute,
-# one method's p50 moved from 0.43 to 0.88 ms between back-to-back runs, so the methods take turns
-# and share the run's slow and fast stretches. Blocks of 10 let the switches between methods weigh
+# neardup's p50 was 0.88, 0.58 and 0.43 ms in three runs within five minutes, so the methods take
+# turns and share the run's slow and fast stretches. Blocks of 10 let the switches between methods weigh
 # on datasketch (its p50 over neardup's: 1.04 to 1.16 in five runs; 0.80 to 1.06 in four runs with
 # blocks of 50), so each method answers 50 in a row and the first of a block is 2% of its samples.
 BLOCK = 50
@@ -596,7 +596,8 @@ def main() -> None:
         "PostgreSQL's buffers for the first time. The timed queries came after every method was "
         f"loaded, interleaved in blocks of {BLOCK} texts, "
         + (
-            f"once autovacuum had finished its pass over neardup's load ({settled_s:.0f} s after it)."
+            f"once autovacuum had vacuumed what neardup's load filled and no autovacuum worker was at "
+            f"work ({settled_s:.0f} s after the load)."
             if settled_s is not None
             else f"though autovacuum had not finished its pass over neardup's load {args.settle:.0f} s "
             "after it (--settle)."
