@@ -53,10 +53,12 @@ def similar(
     signature = sketcher.signatures([text])
     if empty_rows(signature)[0]:
         return []
-    found = buckets.lookup(scope, sketcher.band_keys(signature)[0], config.store_text)
+    found, signatures = buckets.lookup(
+        scope, sketcher.band_keys(signature)[0], config.store_text, config.params.num_perm
+    )
     if not found:
         return []
-    sim = agreement_with(signature[0], np.stack([r[1] for r in found]))
+    sim = agreement_with(signature[0], signatures)
     if config.store_text:
         hopeful = np.flatnonzero(
             sim >= (prefilter_floor(floor, config.params.num_perm) if floor > 0 else 0.0)
@@ -65,10 +67,10 @@ def similar(
         if hopeful.size:
             # The query's shingles first, then each hopeful candidate's: one shingling call for all,
             # each list used once, so compared as shingled, not sorted first.
-            sets = sketcher.shingles([text, *(found[i][2] for i in hopeful)], unique=False)
+            sets = sketcher.shingles([text, *(found[i][1] for i in hopeful)], unique=False)
             query_set, candidate_sets = np.zeros(hopeful.size, np.int64), np.arange(1, hopeful.size + 1)
             sim[hopeful] = exact_jaccard_unsorted(sets, sets, query_set, candidate_sets)
-    results = [(doc_id, float(sim[i])) for i in np.flatnonzero(sim >= floor) for doc_id in found[i][3]]
+    results = [(doc_id, float(sim[i])) for i in np.flatnonzero(sim >= floor) for doc_id in found[i][2]]
     results.sort(key=lambda r: (-r[1], r[0]))
     return results[:limit] if limit is not None else results
 

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from neardup.errors import InternalError
-from neardup.storage.binary import Int2s, Int8s, copy_stream
+from neardup.errors import DatabaseError, InternalError
+from neardup.storage.binary import Int2s, Int8s, Kind, copy_stream, signature_bytes, signature_matrix
 from neardup.storage.connect import Connection, connect
 
 
@@ -36,20 +36,20 @@ def test_copy_stream_round_trip(conn: Connection, n: int, width: int, seed: int)
     raw = rng.integers(0, 256, (n, 16), dtype=np.uint8)
     sig = rng.integers(0, 2**32, (n, width), dtype=np.uint32)
     with conn.transaction(force_rollback=True):
-        conn.execute("CREATE TEMP TABLE t (a int2, b int8, c float8, d bytea, e int4[])")
+        conn.execute("CREATE TEMP TABLE t (a int2, b int8, c float8, d bytea, e bytea)")
         with conn.cursor() as cur, cur.copy("COPY t FROM STDIN (FORMAT BINARY)") as cp:
-            cp.write(
-                copy_stream([("int2", i2), ("int8", i8), ("float8", f8), ("bytea", raw), ("int4[]", sig)])
-            )
+            columns: list[tuple[Kind, np.ndarray]] = [("int2", i2), ("int8", i8), ("float8", f8)]
+            cp.write(copy_stream([*columns, ("bytea", raw), ("bytea", signature_bytes(sig))]))
         with conn.cursor(binary=True) as cur:
             rows = cur.execute("SELECT a, b, c, d, e FROM t").fetchall()
         assert [r[0] for r in rows] == i2.tolist()
         assert [r[1] for r in rows] == i8.tolist()
         assert [r[2] for r in rows] == f8.tolist()
         assert [bytes(r[3]) for r in rows] == [bytes(x) for x in raw]
-        for r, s in zip(rows, sig, strict=True):
-            assert (r[4] == s).all()
-            assert r[4].dtype == np.uint32
+        loaded = signature_matrix([r[4] for r in rows], width)
+        assert loaded.dtype == np.uint32
+        assert loaded.shape == sig.shape
+        assert (loaded == sig).all()
 
 
 @given(hnp.arrays(np.int64, st.integers(0, 50), elements=st.integers(-(2**63), 2**63 - 1)))
@@ -71,35 +71,47 @@ def test_int8_arrays_load_as_numpy(conn: Connection, values: np.ndarray) -> None
 )
 @settings(max_examples=15)
 def test_aggregated_signatures_load_as_a_matrix(conn: Connection, sigs: np.ndarray) -> None:
-    """array_agg of int4[] rows is one two-dimensional value: one load for many signatures."""
+    """string_agg of stored signatures is one value: one load for many signatures, each value in
+    place; each is stored big-endian, as int4send writes the uint32 value's bits."""
     with conn.transaction(force_rollback=True):
-        conn.execute("CREATE TEMP TABLE s (i int8, e int4[])")
+        conn.execute("CREATE TEMP TABLE s (i int8, e bytea)")
         with conn.cursor() as cur, cur.copy("COPY s FROM STDIN (FORMAT BINARY)") as cp:
-            cp.write(copy_stream([("int8", np.arange(sigs.shape[0])), ("int4[]", sigs)]))
+            cp.write(copy_stream([("int8", np.arange(sigs.shape[0])), ("bytea", signature_bytes(sigs))]))
         with conn.cursor(binary=True) as cur:
-            row = cur.execute("SELECT array_agg(e ORDER BY i) FROM s").fetchone()
+            row = cur.execute("SELECT string_agg(e, ''::bytea ORDER BY i) FROM s").fetchone()
+            first = cur.execute("SELECT e FROM s WHERE i = 0").fetchone()
+            bits = cur.execute("SELECT int4send(%s::int4)", (int(sigs[0, 0].view(np.int32)),)).fetchone()
     assert row is not None
-    assert row[0].dtype == np.uint32
-    assert row[0].shape == sigs.shape
-    assert (row[0] == sigs).all()
+    assert first is not None
+    assert bits is not None
+    matrix = signature_matrix([row[0]], sigs.shape[1])
+    assert matrix.dtype == np.uint32
+    assert matrix.shape == sigs.shape
+    assert (matrix == sigs).all()
+    assert bytes(first[0][:4]) == bytes(bits[0])
+
+
+def test_stored_signatures_of_another_width_are_refused() -> None:
+    with pytest.raises(DatabaseError, match="12 bytes are not 2 values each"):
+        signature_matrix([bytes(12)], 2)
 
 
 def test_a_stream_larger_than_one_send_arrives_whole(conn: Connection) -> None:
-    """A batch's stream (here 21 MB of signatures, far over what psycopg puts in one message) is
+    """A batch's stream (here 10 MB of signatures, far over what psycopg puts in one message) is
     sent from the one buffer in chunks: every row arrives, every value in place."""
     rng = np.random.default_rng(7)
     sigs = rng.integers(0, 2**32, (20_000, 128), dtype=np.uint32)
-    stream = copy_stream([("int8", np.arange(sigs.shape[0])), ("int4[]", sigs)])
-    assert stream.nbytes > 20_000 * 128 * 8
+    stream = copy_stream([("int8", np.arange(sigs.shape[0])), ("bytea", signature_bytes(sigs))])
+    assert stream.nbytes > 20_000 * 128 * 4
     with conn.transaction(force_rollback=True):
-        conn.execute("CREATE TEMP TABLE big (i int8, e int4[])")
+        conn.execute("CREATE TEMP TABLE big (i int8, e bytea)")
         with conn.cursor() as cur, cur.copy("COPY big FROM STDIN (FORMAT BINARY)") as cp:
             cp.write(stream)
         with conn.cursor(binary=True) as cur:
-            row = cur.execute("SELECT array_agg(e ORDER BY i), count(*) FROM big").fetchone()
+            row = cur.execute("SELECT string_agg(e, ''::bytea ORDER BY i), count(*) FROM big").fetchone()
     assert row is not None
     assert row[1] == sigs.shape[0]
-    assert (row[0] == sigs).all()
+    assert (signature_matrix([row[0]], 128) == sigs).all()
 
 
 @given(

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
 
+from neardup.core.sketch import Sketcher
 from neardup.errors import SchemaError
 from neardup.index import Index
 from neardup.storage import migrate
+from neardup.storage.binary import signature_matrix
 from tests.conftest import psycopg_url
 
 TABLES = {
@@ -228,3 +232,46 @@ def test_0007_lists_the_same_pairs_from_shared_contents_and_downgrades(
     source, rows = _view(database_url, fresh_schema)
     assert "HAVING" in source
     assert rows == listed
+
+
+def _stored_signatures(url: str, schema: str) -> dict[str, Any]:
+    """Each document's stored signature value, as the database driver gives it (bytes or a list)."""
+    with psycopg.connect(psycopg_url(url)) as conn:
+        rows = conn.execute(
+            f'SELECT d.external_id, s.signature FROM "{schema}".documents d JOIN "{schema}".signatures s '
+            "ON s.collection_id = d.collection_id AND s.content_id = d.content_id"
+        ).fetchall()
+    return {r[0]: r[1] for r in rows}
+
+
+def test_0008_stores_signatures_as_bytes_and_downgrades_to_the_same_integers(
+    database_url: str, fresh_schema: str
+) -> None:
+    docs = [("a", "a text about storms and the sea"), ("b", "a text about storms and the sea!"), ("e", "")]
+    with Index.create(database_url, "sigs", threshold=0.5, schema=fresh_schema) as index:  # at the head
+        index.add(docs)
+        expected = {doc_id: Sketcher(index.params).signatures([text])[0] for doc_id, text in docs}
+        pairs = list(index.pairs())
+    assert pairs
+    stored = _stored_signatures(database_url, fresh_schema)
+    assert {k: signature_matrix([v], 128)[0].tolist() for k, v in stored.items()} == {
+        k: v.tolist() for k, v in expected.items()
+    }
+    migrate.downgrade(database_url, fresh_schema, "0007")
+    as_integers = _stored_signatures(database_url, fresh_schema)
+    # integer[] as before 0008: each value's uint32 bits as a signed integer.
+    assert as_integers == {k: v.view(np.int32).tolist() for k, v in expected.items()}
+    migrate.upgrade(database_url, fresh_schema)
+    assert _stored_signatures(database_url, fresh_schema) == stored
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        functions = conn.execute(
+            f'SELECT "{fresh_schema}".signature_values(signature), '
+            f'"{fresh_schema}".signature_bytes("{fresh_schema}".signature_values(signature)) = signature '
+            f'FROM "{fresh_schema}".signatures s JOIN "{fresh_schema}".documents d '
+            "ON d.collection_id = s.collection_id AND d.content_id = s.content_id WHERE d.external_id = 'a'"
+        ).fetchone()
+    # The schema's functions read a stored signature as those integers, and write them back.
+    assert functions == (expected["a"].view(np.int32).tolist(), True)
+    with Index.open(database_url, "sigs", schema=fresh_schema) as index:
+        assert list(index.pairs()) == pairs
+        assert [m[0] for m in index.query(docs[0][1])] == ["a", "b"]

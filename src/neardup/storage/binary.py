@@ -1,8 +1,9 @@
 """PostgreSQL's binary wire format for neardup's rows, both ways, in numpy.
 
 Out: binary COPY streams for fixed-width rows (buckets, signatures, pairs, ...), and integer
-arrays as bound parameters (``Int2s``, ``Int8s``). In: integer arrays (``int2[]``, ``int4[]``
-signatures, ``int8[]``) in binary results load as numpy arrays.
+arrays as bound parameters (``Int2s``, ``Int8s``). In: integer arrays (``int2[]``, ``int4[]``,
+``int8[]``) in binary results load as numpy arrays. Signatures are stored as ``bytea``, their
+values big-endian (``signature_bytes``, ``signature_matrix``; migration 0008).
 
 A binary COPY stream is a header, then per row a 16-bit field count and, per field, a 32-bit
 length and the value, all big-endian; then a 16-bit -1 trailer. When every field has a fixed
@@ -28,23 +29,24 @@ from neardup.errors import DatabaseError, InternalError
 # PGCOPY signature, flags field (no OIDs) and header extension length (none).
 _HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
 _TRAILER = b"\xff\xff"
-# Element type OID of int4, written inside every int4[] value.
-_INT4_OID = 23
+# A stored signature value: 4 bytes, big-endian (as PostgreSQL's int4send writes an integer, so
+# the schema's signature_values() reads them in SQL).
+_SIGNATURE_VALUE = np.dtype(">u4")
 # An array value's first two header fields: dimensions and the has-NULL flag.
 _HEAD = struct.Struct(">2i")
 
-Kind = Literal["int2", "int4", "int8", "float4", "float8", "bytea", "int4[]"]
+Kind = Literal["int2", "int4", "int8", "float4", "float8", "bytea"]
 _SCALARS: dict[str, str] = {"int2": ">i2", "int4": ">i4", "int8": ">i8", "float4": ">f4", "float8": ">f8"}
 
 
 def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> memoryview:
     """The binary COPY data for rows whose i-th value of column j is ``columns[j][1][i]``.
 
-    ``bytea`` and ``int4[]`` columns are 2-D arrays (uint8 and uint32 respectively), one row per
-    table row, so every value of such a column has the same length.
+    A ``bytea`` column is a 2-D uint8 array, one row per table row, so every value of it has the
+    same length.
 
     The rows are written in place between the header and the trailer of one buffer, handed out as
-    a memoryview, which psycopg sends in chunks without copying: a batch's signatures are ~53 MB,
+    a memoryview, which psycopg sends in chunks without copying: a batch's signatures are ~27 MB,
     and ``tobytes()``, the concatenation and psycopg's slicing of bytes each copied them once more
     into freshly faulted pages (perf of a 200,000-document ingest: page zeroing and memmove were a
     tenth of the process's CPU).
@@ -60,10 +62,6 @@ def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> memoryview:
             fields.append((f"v{j}", _SCALARS[kind]))
         elif kind == "bytea":
             fields.append((f"v{j}", "u1", (arr.shape[1],)))
-        elif kind == "int4[]":
-            width = arr.shape[1]
-            fields.append((f"h{j}", ">i4", (5,)))
-            fields.append((f"v{j}", ">i4", (width, 2)))
         else:
             raise InternalError(f"unsupported COPY column kind {kind!r}")
     row_type = np.dtype(fields)
@@ -76,18 +74,24 @@ def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> memoryview:
         if kind in _SCALARS:
             rows[f"len{j}"] = np.dtype(_SCALARS[kind]).itemsize
             rows[f"v{j}"] = arr
-        elif kind == "bytea":
+        else:
             rows[f"len{j}"] = arr.shape[1]
             rows[f"v{j}"] = arr
-        else:
-            width = arr.shape[1]
-            rows[f"len{j}"] = 20 + 8 * width
-            # ndim 1, no NULLs, element type int4, then the one dimension: length, lower bound 1.
-            rows[f"h{j}"] = (1, 0, _INT4_OID, width, 1)
-            rows[f"v{j}"][..., 0] = 4
-            # The stored int4 carries the uint32 bits of the signature value.
-            rows[f"v{j}"][..., 1] = np.ascontiguousarray(arr, dtype=np.uint32).view(np.int32)
     return stream.data
+
+
+def signature_bytes(signatures: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint8]:
+    """Signatures as stored, one row of ``4 * num_perm`` bytes each (a ``bytea`` COPY column)."""
+    values = np.ascontiguousarray(signatures, dtype=_SIGNATURE_VALUE)
+    return values.view(np.uint8).reshape(values.shape[0], 4 * values.shape[1])
+
+
+def signature_matrix(stored: Sequence[bytes], num_perm: int) -> npt.NDArray[np.uint32]:
+    """Stored signatures (``bytea`` values, or one value holding several) as one row each."""
+    raw = stored[0] if len(stored) == 1 else b"".join(stored)
+    if len(raw) % (4 * num_perm):
+        raise DatabaseError(f"stored signatures of {len(raw)} bytes are not {num_perm} values each")
+    return np.frombuffer(raw, dtype=_SIGNATURE_VALUE).astype(np.uint32).reshape(-1, num_perm)
 
 
 @functools.cache
@@ -122,7 +126,7 @@ class _Int2ArrayLoader(_ArrayLoader):
 
 
 class _Int4ArrayLoader(_ArrayLoader):
-    # int4[] holds signatures: the stored int4 carries the bits of a uint32 value.
+    # As the bits of uint32 values: what the schema's signature_values() gives for a signature.
     wire, dtype = ">u4", np.uint32
 
 

@@ -17,7 +17,7 @@ import numpy.typing as npt
 import psycopg
 from psycopg import errors as pg_errors
 
-from neardup.storage.binary import Int2s, Int8s, copy_stream
+from neardup.storage.binary import Int2s, Int8s, copy_stream, signature_matrix
 from neardup.storage.scope import Scope, index_probes
 
 
@@ -158,9 +158,12 @@ def truncate(scope: Scope) -> None:
     scope.conn.execute(scope.sql("TRUNCATE {buckets_p}"))
 
 
-def lookup(scope: Scope, keys: npt.NDArray[np.int64], with_text: bool) -> list[tuple[Any, ...]]:
-    """Contents sharing a bucket with the keys (one per band): (content, signature, text, ids),
-    the ids in no particular order, the text any one of the content's documents'.
+def lookup(
+    scope: Scope, keys: npt.NDArray[np.int64], with_text: bool, num_perm: int
+) -> tuple[list[tuple[Any, ...]], npt.NDArray[np.uint32]]:
+    """Contents sharing a bucket with the keys (one per band): (content, text, ids) each, the ids
+    in no particular order, the text any one of the content's documents'; and their signatures,
+    one row each.
 
     On one server, one join of the candidates with their signatures (a prepared statement). On a
     distributed collection the candidates are found on the buckets' shards first (a CTE Citus runs
@@ -208,4 +211,5 @@ def lookup(scope: Scope, keys: npt.NDArray[np.int64], with_text: bool) -> list[t
             "JOIN {signatures_p} s ON s.collection_id = %(c)s AND s.content_id = c.content_id"
         )
     cursor = scope.binary_cursor()
-    return cursor.execute(scope.sql_bytes(query), params, prepare=not scope.distributed).fetchall()
+    rows = cursor.execute(scope.sql_bytes(query), params, prepare=not scope.distributed).fetchall()
+    return [(r[0], r[2], r[3]) for r in rows], signature_matrix([r[1] for r in rows], num_perm)

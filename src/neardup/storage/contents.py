@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from neardup.storage.binary import Int8s, copy_stream
+from neardup.storage.binary import Int8s, copy_stream, signature_bytes, signature_matrix
 from neardup.storage.scope import Scope
 
 
@@ -50,7 +50,7 @@ def insert(
     _copy(
         scope,
         "{signatures_p} (collection_id, content_id, signature)",
-        copy_stream([("int4", coll), ("int8", content_ids), ("int4[]", signatures)]),
+        copy_stream([("int4", coll), ("int8", content_ids), ("bytea", signature_bytes(signatures))]),
     )
 
 
@@ -58,21 +58,21 @@ def signatures(
     scope: Scope, content_ids: Sequence[int] | None, num_perm: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Stored signatures of the given contents (all of them for None): (sorted ids, one row per id).
-    Given contents are read as one two-dimensional array (one value to load, not a row each); all
-    of them row by row, since one array value holds at most 1 GB (two million signatures)."""
+    Given contents are read as one value (one ``bytea`` of their signatures end to end, not a row
+    each); all of them row by row, since one value holds at most 1 GB (two million signatures)."""
     with scope.conn.cursor(binary=True) as cur:
         if content_ids is not None:
             row = cur.execute(
                 scope.sql(
                     "SELECT array_agg(content_id ORDER BY content_id), "
-                    "array_agg(signature ORDER BY content_id) FROM {signatures_p} "
+                    "string_agg(signature, ''::bytea ORDER BY content_id) FROM {signatures_p} "
                     "WHERE collection_id = %s AND content_id IN (SELECT unnest(%s::int8[]))"
                 ),
                 (scope.collection_id, Int8s(content_ids)),
             ).fetchone()
             if row is None or row[0] is None:
                 return np.empty(0, dtype=np.int64), np.empty((0, num_perm), dtype=np.uint32)
-            return row[0], row[1].reshape(-1, num_perm)
+            return row[0], signature_matrix([row[1]], num_perm)
         rows = cur.execute(
             scope.sql(
                 "SELECT content_id, signature FROM {signatures_p} "
@@ -81,8 +81,7 @@ def signatures(
             (scope.collection_id,),
         ).fetchall()
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    matrix = np.stack([r[1] for r in rows]) if rows else np.empty((0, num_perm), dtype=np.uint32)
-    return ids, matrix
+    return ids, signature_matrix([r[1] for r in rows], num_perm)
 
 
 def bearing_ids(scope: Scope) -> npt.NDArray[np.int64]:
