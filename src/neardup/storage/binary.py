@@ -1,8 +1,8 @@
 """PostgreSQL's binary wire format for neardup's rows, both ways, in numpy.
 
 Out: binary COPY streams for fixed-width rows (buckets, signatures, pairs, ...), and integer
-arrays as bound parameters (``Int2s``, ``Int8s``). In: integer arrays (``int2[]``, ``int4[]``,
-``int8[]``) in binary results load as numpy arrays. Signatures are stored as ``bytea``, their
+arrays as bound parameters (``Int2s``, ``Int8s``). In: integer arrays (``int2[]``, ``int8[]``) in
+binary results load as numpy arrays. Signatures are stored as ``bytea``, their
 values big-endian (``signature_bytes``, ``signature_matrix``; migration 0008).
 
 A binary COPY stream is a header, then per row a 16-bit field count and, per field, a 32-bit
@@ -71,12 +71,8 @@ def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> memoryview:
     rows = np.ndarray(n, dtype=row_type, buffer=stream, offset=len(_HEADER))
     rows["count"] = len(columns)
     for j, ((kind, _), arr) in enumerate(zip(columns, arrays, strict=True)):
-        if kind in _SCALARS:
-            rows[f"len{j}"] = np.dtype(_SCALARS[kind]).itemsize
-            rows[f"v{j}"] = arr
-        else:
-            rows[f"len{j}"] = arr.shape[1]
-            rows[f"v{j}"] = arr
+        rows[f"len{j}"] = np.dtype(_SCALARS[kind]).itemsize if kind in _SCALARS else arr.shape[1]
+        rows[f"v{j}"] = arr
     return stream.data
 
 
@@ -88,7 +84,7 @@ def signature_bytes(signatures: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint8]
 
 def signature_matrix(stored: Sequence[bytes], num_perm: int) -> npt.NDArray[np.uint32]:
     """Stored signatures (``bytea`` values, or one value holding several) as one row each."""
-    raw = stored[0] if len(stored) == 1 else b"".join(stored)
+    raw = b"".join(stored)  # one value is returned as it is, not copied
     if len(raw) % (4 * num_perm):
         raise DatabaseError(f"stored signatures of {len(raw)} bytes are not {num_perm} values each")
     return np.frombuffer(raw, dtype=_SIGNATURE_VALUE).astype(np.uint32).reshape(-1, num_perm)
@@ -125,15 +121,9 @@ class _Int2ArrayLoader(_ArrayLoader):
     wire, dtype = ">i2", np.int16
 
 
-class _Int4ArrayLoader(_ArrayLoader):
-    # As the bits of uint32 values: what the schema's signature_values() gives for a signature.
-    wire, dtype = ">u4", np.uint32
-
-
-# PostgreSQL's fixed OIDs of int2[], int4[] and int8[].
+# PostgreSQL's fixed OIDs of int2[] and int8[].
 _ARRAY_LOADERS: dict[int, type[_ArrayLoader]] = {
     1005: _Int2ArrayLoader,
-    1007: _Int4ArrayLoader,
     1016: _ArrayLoader,
 }
 
@@ -180,7 +170,7 @@ class _Int2ArrayDumper(_ArrayDumper):
 
 
 def register_array_loaders(conn: psycopg.Connection[Any]) -> None:
-    """Load binary int2[], int4[] and int8[] results on ``conn`` as numpy arrays, and dump
+    """Load binary int2[] and int8[] results on ``conn`` as numpy arrays, and dump
     ``Int8s`` and ``Int2s`` parameters as binary arrays."""
     for oid, loader in _ARRAY_LOADERS.items():
         conn.adapters.register_loader(oid, loader)
