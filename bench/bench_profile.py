@@ -5,8 +5,9 @@ Reads a make_corpus.py corpus as `neardup add` reads a file (the readers' checks
 it to a fresh collection on a durable local PostgreSQL in batches of 50,000 with a `StageClock`,
 and reports each stage's wall seconds, its share of the ingest's wall time and how often it ran.
 The worker threads' stages (reading and checking records a batch ahead, sketching, and in an ingest
-into an empty collection the documents COPY while the writing thread verifies) overlap the writing
-thread's, so each thread's stages add up to at most the wall time; "batch transaction, commit
+into an empty collection the next batch's contents written ahead on a second connection and the
+documents COPY while the writing thread verifies) overlap the writing thread's, so each thread's
+stages add up to at most the wall time; "batch transaction, commit
 included" minus the writing stages inside it is the commit and what no stage names. Then, on the
 full collection: --queries edited copies of stored documents (about 3% of words replaced) queried
 one at a time (p50, p99, after 20 untimed), and --check edited copies checked with `Index.check`
@@ -204,8 +205,9 @@ def main() -> None:
         report.table(["stage", "seconds", "of the wall time", "times"], "lrrr", rows)
         report.say(
             "",
-            "The worker threads (reading, sketching, and the documents COPY alongside verification, each "
-            "overlapping the others and the writer):",
+            "The worker threads (reading, sketching, the next batch's contents written ahead on a second "
+            "connection, and the documents COPY alongside verification, each overlapping the others and "
+            "the writer):",
             "",
         )
         report.table(

@@ -20,6 +20,15 @@ unindexed partition reads all its shared buckets (the bulk path) and builds the 
 way every pair is found. Readers meanwhile scan the partition instead of probing an index: slower,
 and the same answers.
 
+Such an ingest also writes each next batch's new contents and signatures ahead (``Ahead``): while a
+batch's documents are COPYed, a thread of its own waits for the next batch's sketch, plans its new
+contents from memory, takes their ids (``catalog.reserve``, committed at once) and COPYs them on a
+spare connection, in a transaction it leaves open. That transaction then writes the rest of the next
+batch, in its turn at the lock, as a batch does that wrote before its turn (``Prework``): if another
+writer came between, what it stored meanwhile is matched again and the contents it made stale are
+withdrawn. So two server processes write at once, where one wrote all of an ingest in turn; the
+batches' transactions alternate between the index's connection and the spare one.
+
 With other writers about (``add(..., concurrent=True)``, as ``neardup add --jobs`` runs its
 writers), each batch does its heavy work before its turn at the collection's lock, while other
 writers hold theirs (``Prework``): it probes and verifies against what is committed, in a snapshot
@@ -41,6 +50,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,7 +66,7 @@ from neardup.core.params import Params
 from neardup.core.ragged import Ragged, concat
 from neardup.core.sketch import Sketch, Sketcher
 from neardup.core.verify import exact_jaccard, exact_jaccard_unsorted, prefilter_floor, signature_agreement
-from neardup.errors import CollectionNotFoundError, InputError, ParamsError, SchemaError
+from neardup.errors import CollectionNotFoundError, InputError, InternalError, ParamsError, SchemaError
 from neardup.ingest.plan import Batch, BatchPlan, plan_batch
 from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.records import Record, documents
@@ -129,6 +139,18 @@ class Prework:
     bucket_rows: bool = False
 
 
+@dataclass(frozen=True)
+class Ahead:
+    """The next batch's new contents and signatures, COPYed ahead on the spare connection in the
+    transaction that then writes the rest of that batch: the batch, the connection, its open
+    transaction (``stack``), and the plan with the ids reserved for those contents."""
+
+    batch: Batch
+    conn: Connection
+    stack: ExitStack
+    plan: BatchPlan
+
+
 def pair_keys(cand: npt.NDArray[np.int64], plan: BatchPlan) -> list[tuple[int, int]]:
     """Keys of candidate pairs (stored or new content, new content) that survive a change of the
     batch's content ids: a stored content by its id, a new one by its position in the batch
@@ -162,12 +184,20 @@ class Writer:
         # batch left (another value means someone else wrote in between).
         self._memory: IngestMemory | None = None
         self._writes = -1
+        # While such an ingest runs: the connection that writes the next batch's contents ahead
+        # (the batches' transactions alternate between it and the index's), the thread that does it,
+        # the next batch being prepared, and what was written ahead for it.
+        self._spare: Connection | None = None
+        self._ahead_pool: ThreadPoolExecutor | None = None
+        self._upcoming: Future[tuple[tuple[Batch, Sketch] | None, Future[Batch] | None]] | None = None
+        self._ahead: Future[Ahead | None] | None = None
 
     def close(self) -> None:
-        """Close the probing connection, if one was opened."""
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        """Close the probing connection and the spare writing one, if they were opened."""
+        for conn in (self._reader, self._spare):
+            if conn is not None:
+                conn.close()
+        self._reader = self._spare = None
 
     # -- public operations, one transaction each -------------------------------------------------
 
@@ -212,23 +242,28 @@ class Writer:
         # the GIL), batch i+1 sketched on a worker (numba kernels and hashing, which release it),
         # batch i written here (the database works on a core of its own); the second worker probes
         # the stored buckets for batch i.
+        home = self._conn
         with (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-read") as reader,
             ThreadPoolExecutor(max_workers=2, thread_name_prefix="neardup-add") as pool,
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-ahead") as ahead_pool,
         ):
             upcoming = pool.submit(prepare, reader.submit(read))
+            self._ahead_pool = None if concurrent or self._scope.distributed else ahead_pool
             try:
                 # A bad record in batch i+1 surfaces here, after batch i has committed.
                 while (ready := self._next(upcoming)) is not None:
                     batch, sketch, following = ready
-                    upcoming = pool.submit(prepare, following)
+                    upcoming = self._upcoming = pool.submit(prepare, following)
                     with (
                         translated(f"adding {batch.where} to {self.name!r}"),
                         clock.stage("batch transaction, commit included"),
-                        transaction(self._conn),
+                        self._batch_transaction(batch) as ahead,
                     ):
                         pre = None
-                        if concurrent:
+                        if ahead is not None:
+                            pre = Prework(self._writes, (), {}, ahead.plan)
+                        elif concurrent:
                             with clock.stage("before the lock: probe, verify, write contents"):
                                 pre = self._prework(batch, sketch)
                         total += self._write(batch, sketch, pool, may_defer=batch.start == 0, pre=pre)
@@ -236,11 +271,130 @@ class Writer:
                         progress(total)
                 self._end_deferral()
             except BaseException:
+                self._drop_ahead()
                 self._abandon_deferral()
                 raise
             finally:
+                self._drop_ahead()  # none is left after the last batch; after an error, it goes
                 self._clock = NO_CLOCK
+                self._ahead_pool = self._upcoming = None
+                self._use(home)
         return total
+
+    @contextmanager
+    def _batch_transaction(self, batch: Batch) -> Iterator[Ahead | None]:
+        """A batch's transaction: a new one on the writing connection, or the one its contents
+        were written ahead in (yielded), on the spare connection, which then writes until the next
+        batch written ahead; committed when the block ends, rolled back on an error."""
+        coming, self._ahead = self._ahead, None
+        ahead = None
+        if coming is not None:
+            with self._clock.stage("wait for the contents COPY ahead"):
+                ahead = coming.result()
+        if ahead is None:
+            with transaction(self._conn):
+                yield None
+            return
+        if ahead.batch is not batch:  # never: the batch written ahead is always the next one
+            self._roll_back(ahead)
+            raise InternalError(f"contents written ahead for another batch than {batch.where}")
+        self._use(ahead.conn)
+        with ahead.stack:
+            yield ahead
+
+    def _use(self, conn: Connection) -> None:
+        """Write on ``conn`` from now on (the index's connection or the spare one)."""
+        if conn is self._conn:
+            return
+        s = self._scope
+        self._spare, self._conn = self._conn, conn
+        self._scope = Scope(conn, s.schema, s.collection_id, s.distributed)
+
+    def _write_ahead(self) -> None:
+        """While this batch's documents are COPYed (an ingest that defers the bucket index), have
+        the next batch's new contents written ahead: on a thread of their own, once that batch is
+        sketched, planned from memory, their ids taken and COPYed with their signatures on the
+        spare connection, in a transaction that writes the rest of that batch once this one has
+        committed. So two server processes write at once, where one wrote all of an ingest in turn."""
+        upcoming, memory, pool = self._upcoming, self._memory, self._ahead_pool
+        if pool is None or upcoming is None or memory is None:
+            return
+        if self._spare is None:
+            self._spare = connect(self._url)
+        conn, s = self._spare, self._scope
+        self._ahead = pool.submit(
+            self._contents_ahead, upcoming, memory, Scope(conn, s.schema, s.collection_id, s.distributed)
+        )
+
+    def _contents_ahead(
+        self,
+        upcoming: Future[tuple[tuple[Batch, Sketch] | None, Future[Batch] | None]],
+        memory: IngestMemory,
+        scope: Scope,
+    ) -> Ahead | None:
+        """Write the next batch's new contents ahead on ``scope`` (see ``_write_ahead``); None if
+        there is no next batch, it has none, or it failed to be read (its error surfaces where the
+        loop takes it, after this batch has committed). Only this thread uses the spare connection
+        and reads ``memory``'s content ids meanwhile; the writing thread adds to them only in the
+        next batch's plan, after this is done."""
+        try:
+            prepared, _ = upcoming.result()
+        except Exception:
+            return None
+        if prepared is None:
+            return None
+        batch, sketch = prepared
+        with self._clock.stage("worker: ahead: plan the next batch's contents, take their ids"):
+            stored = self._memory_match(memory, sketch.content_hashes)
+            plan = plan_batch(
+                batch,
+                sketch,
+                stored,
+                1,
+                1,
+                store_text=self.config.store_text,
+                indexed=False,
+                band_keys=self.sketcher.band_keys,
+            )
+            if not plan.new_ids.size:
+                return None
+            # At once and for good, as concurrent writers take theirs: the batch before holds the
+            # writer lock, not the collection's row (until it advances the counters at its end).
+            plan = plan.rebased(catalog.reserve(scope, plan.new_ids.size))
+        stack = ExitStack()
+        try:
+            stack.enter_context(transaction(scope.conn))
+            with self._clock.stage("worker: ahead: the next batch's contents and signatures COPY"):
+                contents.insert(
+                    scope,
+                    plan.new_ids,
+                    plan.new_hashes(sketch),
+                    sketch.shingle_counts[plan.new_positions],
+                    sketch.signatures[plan.new_positions],
+                )
+        except BaseException as exc:
+            stack.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        return Ahead(batch, scope.conn, stack, plan)
+
+    def _drop_ahead(self) -> None:
+        """Roll back what was written ahead for a batch that will not be written (an error in the
+        one before it)."""
+        coming, self._ahead = self._ahead, None
+        if coming is None:
+            return
+        futures.wait([coming])
+        if coming.exception() is None and (ahead := coming.result()) is not None:
+            self._roll_back(ahead)
+
+    def _roll_back(self, ahead: Ahead) -> None:
+        """Roll back the transaction a batch's contents were written ahead in."""
+        try:
+            ahead.stack.__exit__(InterruptedError, InterruptedError("not written"), None)
+        except Exception:  # a broken connection: it goes, the ingest's own error is the one to report
+            if ahead.conn is self._spare:
+                self._spare = None
+            ahead.conn.close()
 
     def _end_deferral(self) -> None:
         """Build the bucket index an ingest deferred, in a transaction of its own."""
@@ -365,7 +519,7 @@ class Writer:
             new_hashes = plan.new_hashes(sketch)
             if written is not None:
                 id_of = dict(zip(written.new_hashes(sketch), written.new_ids.tolist(), strict=True))
-                keeps_index = self._memory is None and not (rows_written and plan.bulk)
+                keeps_index = not (rows_written and plan.bulk)
                 if keeps_index and all(h in id_of for h in new_hashes):
                     # Another writer may have stored some of the batch's new texts since its
                     # snapshot: what it wrote for those goes, the rest stands.
@@ -424,6 +578,8 @@ class Writer:
         if documents_written is None:
             write_documents()
         try:
+            if documents_written is not None:
+                self._write_ahead()
             with clock.stage("drop orphaned contents"):
                 dropped = self._drop_orphans(old_contents) if old_contents else []
             new_pairs = self._pair_new_contents(
@@ -443,7 +599,9 @@ class Writer:
         with clock.stage("advance the id counters"):
             self._writes = catalog.advance(scope, plan.next_doc_id)
         grown = plan.new_ids.size
-        if grown >= ANALYZE_AFTER and grown > row.next_content_id - 1 and not scope.distributed:
+        # Contents stored before this batch: those below its ids (a batch that took its ids before
+        # its turn finds them counted in the row).
+        if grown >= ANALYZE_AFTER and grown > plan.first_new - 1 and not scope.distributed:
             with clock.stage("refresh the planner's statistics"):
                 statistics.refresh_planner_statistics(scope)
         replaced = len(plan.replaced_docs)
