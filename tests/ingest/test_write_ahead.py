@@ -14,11 +14,10 @@ import pytest
 from neardup.core.params import Params
 from neardup.index import Index
 from neardup.ingest import StageClock
-from neardup.ingest.plan import BatchPlan
-from neardup.ingest.writer import Writer
 from neardup.storage import catalog
 from tests._corpus import brute_force_pairs, planted_corpus
 from tests._state import collection_state
+from tests.ingest._hooks import count_withdrawals
 
 AHEAD = "worker: ahead: the next batch's contents and signatures COPY"
 PARAMS = {"threshold": 0.8, "bands": 64, "rows": 2}
@@ -31,24 +30,12 @@ def _with_repeats(seed: int) -> list[tuple[str, str]]:
     return docs + [(f"again-{i}", text) for i, (_, text) in enumerate(docs[::9])]
 
 
-def _count_withdrawals(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    calls: list[int] = []
-    withdraw = Writer._withdraw
-
-    def counting(self: Writer, content_ids: list[int], written: BatchPlan, with_rows: bool) -> None:
-        calls.append(len(content_ids))
-        withdraw(self, content_ids, written, with_rows)
-
-    monkeypatch.setattr(Writer, "_withdraw", counting)
-    return calls
-
-
 def test_each_next_batch_is_written_ahead_and_the_end_state_is_a_batch_by_batch_ingests(
     make_index: Callable[..., Any], database_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     docs = _with_repeats(seed=21)
     index = make_index(**PARAMS)
-    withdrawn = _count_withdrawals(monkeypatch)
+    withdrawn = count_withdrawals(monkeypatch)
     clock = StageClock()
     index.add(docs, batch_size=20, clock=clock)
     batches = -(-len(docs) // 20)
@@ -80,7 +67,7 @@ def test_a_writer_that_commits_between_two_batches_is_accounted_for(
     theirs = [("theirs-same", mine[25][1]), *docs[60:70]]
     index = make_index(**PARAMS)
     other = Index.open(database_url, index.name, schema=schema)
-    withdrawn = _count_withdrawals(monkeypatch)
+    withdrawn = count_withdrawals(monkeypatch)
     clock = StageClock()
     done: list[int] = []
 

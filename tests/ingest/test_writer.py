@@ -18,6 +18,7 @@ from neardup.ingest.plan import Batch, BatchPlan
 from neardup.ingest.writer import Prework, Writer, pair_keys
 from tests._corpus import brute_force_pairs, planted_corpus
 from tests._state import collection_state
+from tests.ingest._hooks import count_withdrawals
 
 pytestmark = pytest.mark.distributed_variant
 
@@ -51,7 +52,7 @@ def test_pairs_with_what_another_writer_commits_between_prework_and_turn_are_fou
 
     monkeypatch.setattr(Writer, "_prework", then_another_writer_commits)
     monkeypatch.setattr(Writer, "_verify_unjudged", counting)
-    withdrawn = _count_withdrawals(monkeypatch)
+    withdrawn = count_withdrawals(monkeypatch)
     try:
         index.add(mine[20:], concurrent=True)
     finally:
@@ -67,19 +68,6 @@ def test_pairs_with_what_another_writer_commits_between_prework_and_turn_are_fou
     assert 0 < judged < total  # those were not verified again; the pairs with `theirs` were
     truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.8)
     assert {(a, b) for a, b, *_ in index.pairs()} == set(truth)
-
-
-def _count_withdrawals(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Record how many contents written before the turn each batch withdraws."""
-    calls: list[int] = []
-    withdraw = Writer._withdraw
-
-    def counting(self: Writer, content_ids: list[int], written: BatchPlan, with_rows: bool) -> None:
-        calls.append(len(content_ids))
-        withdraw(self, content_ids, written, with_rows)
-
-    monkeypatch.setattr(Writer, "_withdraw", counting)
-    return calls
 
 
 def _between_prework_and_turn(
@@ -110,7 +98,7 @@ def test_a_new_text_another_writer_stores_meanwhile_is_written_once(
     index.add(stored)
     other = Index.open(database_url, index.name, schema=schema)
     seen = _between_prework_and_turn(monkeypatch, lambda: other.add([same_text]))
-    withdrawn = _count_withdrawals(monkeypatch)
+    withdrawn = count_withdrawals(monkeypatch)
     try:
         index.add(mine, concurrent=True)
     finally:
@@ -141,7 +129,7 @@ def test_a_stored_text_another_writer_drops_meanwhile_is_written_again(
     index.add(stored)
     other = Index.open(database_url, index.name, schema=schema)
     seen = _between_prework_and_turn(monkeypatch, lambda: other.remove([stored[3][0]]))
-    withdrawn = _count_withdrawals(monkeypatch)
+    withdrawn = count_withdrawals(monkeypatch)
     try:
         index.add([*mine, reused], concurrent=True)
     finally:
