@@ -271,7 +271,6 @@ class Writer:
                         progress(total)
                 self._end_deferral()
             except BaseException:
-                self._drop_ahead()
                 self._abandon_deferral()
                 raise
             finally:
@@ -306,9 +305,13 @@ class Writer:
         """Write on ``conn`` from now on (the index's connection or the spare one)."""
         if conn is self._conn:
             return
-        s = self._scope
         self._spare, self._conn = self._conn, conn
-        self._scope = Scope(conn, s.schema, s.collection_id, s.distributed)
+        self._scope = self._scope_on(conn)
+
+    def _scope_on(self, conn: Connection) -> Scope:
+        """This writer's collection, on ``conn``."""
+        s = self._scope
+        return Scope(conn, s.schema, s.collection_id, s.distributed)
 
     def _write_ahead(self) -> None:
         """While this batch's documents are COPYed (an ingest that defers the bucket index), have
@@ -321,10 +324,7 @@ class Writer:
             return
         if self._spare is None:
             self._spare = connect(self._url)
-        conn, s = self._spare, self._scope
-        self._ahead = pool.submit(
-            self._contents_ahead, upcoming, memory, Scope(conn, s.schema, s.collection_id, s.distributed)
-        )
+        self._ahead = pool.submit(self._contents_ahead, upcoming, memory, self._scope_on(self._spare))
 
     def _contents_ahead(
         self,
@@ -365,13 +365,7 @@ class Writer:
         try:
             stack.enter_context(transaction(scope.conn))
             with self._clock.stage("worker: ahead: the next batch's contents and signatures COPY"):
-                contents.insert(
-                    scope,
-                    plan.new_ids,
-                    plan.new_hashes(sketch),
-                    sketch.shingle_counts[plan.new_positions],
-                    sketch.signatures[plan.new_positions],
-                )
+                self._insert_contents(plan, sketch, scope)
         except BaseException as exc:
             stack.__exit__(type(exc), exc, exc.__traceback__)
             raise
@@ -607,10 +601,11 @@ class Writer:
         replaced = len(plan.replaced_docs)
         return AddResult(plan.doc_ids.size - replaced, replaced, plan.unchanged, new_pairs, plan.empty)
 
-    def _insert_contents(self, plan: BatchPlan, sketch: Sketch) -> None:
-        """Store the plan's new contents and their signatures (binary COPY in ``contents.insert``)."""
+    def _insert_contents(self, plan: BatchPlan, sketch: Sketch, scope: Scope | None = None) -> None:
+        """Store the plan's new contents and their signatures (binary COPY in ``contents.insert``),
+        on ``scope`` (this writer's, unless given)."""
         contents.insert(
-            self._scope,
+            scope or self._scope,
             plan.new_ids,
             plan.new_hashes(sketch),
             sketch.shingle_counts[plan.new_positions],
@@ -643,8 +638,7 @@ class Writer:
     def second_scope(self) -> Scope:
         """This writer's scope on its second connection (opened on first use); between the writer's
         own statements, a reader such as ``Index.check`` may run transactions on it."""
-        s = self._scope
-        return Scope(self._second(), s.schema, s.collection_id, s.distributed)
+        return self._scope_on(self._second())
 
     def _plan(
         self,
