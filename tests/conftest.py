@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from hypothesis import settings
+from psycopg import sql
 from sqlalchemy.engine import make_url
 
 from neardup.storage.server import throwaway_server
@@ -163,7 +164,31 @@ def migrated_schema(database_url: str, name: str) -> Iterator[str]:
     migrate.upgrade(database_url, name)
     yield name
     with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{name}" CASCADE')
+        drop_schema(conn, name)
+
+
+def drop_schema(conn: psycopg.Connection, name: str) -> None:
+    """Drop schema ``name`` with everything in it, each collection's partitions first in a
+    transaction of their own. Dropped in one, a distributed schema of some hundred collections
+    (~900 Citus tables, ~3,600 shards) locks every shard and its indexes on each worker at once,
+    more than PostgreSQL's default lock table holds (``max_locks_per_transaction`` 64: "out of
+    shared memory")."""
+    rows = conn.execute(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'p')",
+        (name,),
+    ).fetchall()
+    collections: dict[str, list[str]] = {}
+    for (table,) in rows:
+        if match := re.fullmatch(r"[a-z_]+_(c[0-9]+)", table):
+            collections.setdefault(match.group(1), []).append(table)
+    for tables in collections.values():  # one statement: the foreign keys among them go too
+        conn.execute(
+            sql.SQL("DROP TABLE IF EXISTS {}").format(
+                sql.SQL(", ").join(sql.Identifier(name, t) for t in tables)
+            )
+        )
+    conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
 
 
 @pytest.fixture(scope="session")
