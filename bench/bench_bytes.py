@@ -65,7 +65,6 @@ def _compression_methods(conn: psycopg.Connection) -> list[str]:
 
 def server_compression(conn: psycopg.Connection, s: str, documents: str, method: str) -> tuple[float, int]:
     """(mean bytes a text takes, texts compressed) when PostgreSQL compresses them with ``method``."""
-    conn.execute(f"DROP TABLE IF EXISTS {s}.forced")
     conn.execute(
         f"CREATE TABLE {s}.forced (filler bytea STORAGE PLAIN, text text STORAGE MAIN "
         f"COMPRESSION {method}) WITH (toast_tuple_target = 128)"
@@ -109,11 +108,19 @@ def documents_copy(
     return _relation_bytes(conn, f"{s}.{name}")[0]
 
 
-def zlib_sizes(reader: psycopg.Connection, documents: str, level: int) -> float:
-    """Mean bytes of the stored texts compressed by zlib at ``level``."""
+def text_sizes(reader: psycopg.Connection, documents: str) -> tuple[float, dict[int, float]]:
+    """Mean bytes of the stored texts in UTF-8, and compressed by zlib at each of ``ZLIB_LEVELS``
+    (one read of the texts)."""
+    plain: list[int] = []
+    compressed: dict[int, list[int]] = {level: [] for level in ZLIB_LEVELS}
     with reader.transaction(), reader.cursor(name="texts") as texts:
         texts.execute(f"SELECT text FROM {documents} WHERE text IS NOT NULL")
-        return statistics.fmean(len(zlib.compress(t.encode(), level)) for (t,) in texts)
+        for (text,) in texts:
+            data = text.encode()
+            plain.append(len(data))
+            for level, sizes in compressed.items():
+                sizes.append(len(zlib.compress(data, level)))
+    return statistics.fmean(plain), {level: statistics.fmean(v) for level, v in compressed.items()}
 
 
 def bucket_copy(conn: psycopg.Connection, s: str, buckets: str, name: str, narrow: bool) -> tuple[int, int]:
@@ -164,12 +171,8 @@ def main() -> None:
         assert row is not None
         documents = f"{s}.{partition_name('documents', row[0])}"
         buckets = f"{s}.{partition_name('buckets', row[0])}"
-        conn.execute(f"ANALYZE {documents}")
-        mean_text = conn.execute(f"SELECT avg(octet_length(text)) FROM {documents}").fetchone()
-        assert mean_text is not None
-        text_bytes = float(mean_text[0])
+        text_bytes, by_zlib = text_sizes(reader, documents)
         by_server = {m: server_compression(conn, s, documents, m) for m in _compression_methods(conn)}
-        by_zlib = {level: zlib_sizes(reader, documents, level) for level in ZLIB_LEVELS}
         plain_rows = documents_copy(conn, reader, s, documents, "documents_plain", None)
         zlib_rows = documents_copy(conn, reader, s, documents, "documents_zlib", ZLIB_LEVELS[0])
         wide = bucket_copy(conn, s, buckets, "buckets_wide", narrow=False)

@@ -361,15 +361,11 @@ class Writer:
             # At once and for good, as concurrent writers take theirs: the batch before holds the
             # writer lock, not the collection's row (until it advances the counters at its end).
             plan = plan.rebased(catalog.reserve(scope, plan.new_ids.size))
-        stack = ExitStack()
-        try:
+        with ExitStack() as stack:  # its transaction stays open only if the COPY succeeded
             stack.enter_context(transaction(scope.conn))
             with self._clock.stage("worker: ahead: the next batch's contents and signatures COPY"):
                 self._insert_contents(plan, sketch, scope)
-        except BaseException as exc:
-            stack.__exit__(type(exc), exc, exc.__traceback__)
-            raise
-        return Ahead(batch, scope.conn, stack, plan)
+            return Ahead(batch, scope.conn, stack.pop_all(), plan)
 
     def _drop_ahead(self) -> None:
         """Roll back what was written ahead for a batch that will not be written (an error in the
