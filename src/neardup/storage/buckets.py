@@ -107,9 +107,8 @@ def members_of(
     scope: Scope, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(band, bucket, content) of every stored row in the given (band, bucket) pairs (distinct pairs)."""
-    # Probed in key order, each index descent lands next to the one before (the same pages are read).
-    # Timed by hand on bench_profile's 1M collection, 160,000 keys took 0.25 s instead of 0.45 s in
-    # band-by-band order; bench_profile's check of new texts ran 2.0x faster with it.
+    # Probed in key order, each index descent lands next to the one before (the same pages are read
+    # again while they are cached), where band-by-band order jumps across the whole index.
     order = np.argsort(bucket, kind="stable")
     band, bucket = band[order], bucket[order]
     if band.size <= _UNNEST_KEYS:
@@ -170,9 +169,8 @@ def lookup(
     on its own), then their signatures, texts and ids are read where they live, by content id."""
     # Any one document's text will do: a content's documents share their normalised text, so each
     # gives the same shingles, and the caller orders its answers. On one server neither subquery
-    # sorts (each sort is set up anew for each candidate): a lookup took 0.91x the time in a hand
-    # A/B on the Debian collection. A distributed collection keeps the sorted subqueries that
-    # were checked on Citus.
+    # sorts (each sort is set up anew for each candidate). A distributed collection keeps the
+    # sorted subqueries that were checked on Citus.
     by_doc, by_id = ("ORDER BY d.doc_id ", " ORDER BY d.external_id") if scope.distributed else ("", "")
     text = (
         "(SELECT d.text FROM {documents_p} d WHERE d.collection_id = %(c)s AND d.content_id = s.content_id "
@@ -200,9 +198,8 @@ def lookup(
         )
     else:
         # One index scan for all the keys (band i's key at position i + 1), not a join with a
-        # function scan that rescans the index per key: 0.9x a lookup's time in a hand A/B on
-        # bench_profile's 1M collection (421 instead of 470 us, the round trip included). The
-        # bands' condition lets a partition's older (band, bucket, content_id) index serve too.
+        # function scan that rescans the index once per key. The bands' condition lets a
+        # partition's older (band, bucket, content_id) index serve too.
         query = (
             f"{columns}FROM (SELECT DISTINCT b.content_id FROM {{buckets_p}} b "
             "WHERE b.collection_id = %(c)s AND b.band = ANY(%(bands)s::int2[]) "

@@ -19,8 +19,7 @@ from neardup.storage.scope import Scope, read_snapshot
 # Rows libpq hands over at a time when it can stream in chunks (libpq 17 and later; before that, one
 # row at a time). The listing is one statement the server runs to its end, rows flowing as the reader
 # takes them; a server-side cursor (DECLARE) instead kept PostgreSQL from a parallel plan and cost a
-# round trip per fetch: Debian's 175,264 pairs took 1.27-1.48 s through it, 0.72-0.86 s streamed
-# (three runs each, alternated, 2-core machine).
+# round trip per fetch.
 _STREAM_ROWS = 10_000
 _CHUNKS_FROM_LIBPQ = 170_000
 

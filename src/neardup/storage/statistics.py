@@ -64,9 +64,7 @@ def bucket_rows(scope: Scope) -> int:
 
 
 # The columns the planner needs to estimate neardup's own statements: keys, joins and filters,
-# not texts, metadata or signature arrays, whose statistics cost most of a full ANALYZE's time
-# (timed by hand in psql on bench_profile's 1M collection: the four tables whole 0.53 s; documents,
-# signatures and contents with these columns 0.38 s).
+# not texts, metadata or signature arrays, whose statistics cost most of a full ANALYZE's time.
 _PLANNED_COLUMNS = {
     "documents": "collection_id, doc_id, external_id, content_id",
     "contents": "collection_id, content_id, content_hash, cluster_id",
