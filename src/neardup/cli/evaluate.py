@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import sys
 from contextlib import ExitStack
@@ -12,7 +11,7 @@ from typing import Any
 
 from neardup.cli.command import command
 from neardup.cli.connect import open_database
-from neardup.cli.options import FLOOR, NUM_PERM, POSITIVE, SEED, THRESHOLD, WEIGHT, plot
+from neardup.cli.options import FLOOR, NUM_PERM, POSITIVE, SEED, THRESHOLD, WEIGHT, library_default, plot
 from neardup.cli.output import check_writable, emit, rounded, written
 
 EVAL_COLUMNS = (
@@ -32,8 +31,7 @@ EVAL_COLUMNS = (
 def _eval_options(p: argparse.ArgumentParser) -> None:
     from neardup.index import Index
 
-    defaults = inspect.signature(Index.evaluate).parameters
-    sample, seed = defaults["sample"].default, defaults["seed"].default
+    sample, seed = library_default(Index.evaluate, "sample"), library_default(Index.evaluate, "seed")
     p.add_argument("--sample", type=POSITIVE, default=sample, help=f"contents to sample (default {sample})")
     p.add_argument("--seed", type=SEED, default=seed, help=f"seed of the sample (default {seed})")
     p.add_argument(

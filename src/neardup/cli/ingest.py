@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from neardup.cli.command import command
 from neardup.cli.connect import open_index
-from neardup.cli.options import POSITIVE, inputs, min_jaccard
+from neardup.cli.options import POSITIVE, inputs, library_default, min_jaccard
 from neardup.cli.output import check_writable, emit, output_file, rounded
 
 if TYPE_CHECKING:
@@ -43,9 +43,11 @@ def _progress(start: float) -> Callable[[AddResult], None]:
 
 
 def _add_options(p: argparse.ArgumentParser) -> None:
+    from neardup.index import Index
     from neardup.ingest import DEFAULT_BATCH_SIZE
     from neardup.readers import DEFAULT_MAX_TEXT_LENGTH
 
+    jobs = library_default(Index.add, "jobs")
     inputs(p)
     p.add_argument(
         "--batch-size",
@@ -56,9 +58,9 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--jobs",
         type=POSITIVE,
-        default=1,
+        default=jobs,
         metavar="N",
-        help="writer processes, the input split among them by id (default 1); the result is the same",
+        help=f"writer processes, the input split among them by id (default {jobs}); the result is the same",
     )
     p.add_argument(
         "--skip-bad", action="store_true", help="leave bad records out (counted) instead of stopping"

@@ -8,6 +8,7 @@ is parsed, not when the parser is built, so ``neardup --help`` loads no numeric 
 from __future__ import annotations
 
 import argparse
+import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -100,6 +101,11 @@ SEED = option_type(_integer, lambda n: _minhash(seed=n), "seed")
 K = option_type(_integer, _k, "k")
 
 
+def library_default(function: Callable[..., Any], parameter: str) -> Any:
+    """The default of one of a library function's parameters, so an option's default is that one."""
+    return inspect.signature(function).parameters[parameter].default
+
+
 # -- groups of options ----------------------------------------------------------------------------
 
 
@@ -110,14 +116,14 @@ def output_format(p: argparse.ArgumentParser) -> None:
 
 def inputs(p: argparse.ArgumentParser, format_option: str = "--format") -> None:
     """Input files and how to read their records."""
-    from neardup.readers import FORMATS
+    from neardup.readers import FORMATS, read_records
 
     p.add_argument("files", nargs="+", metavar="FILE", help="files (gzip ok), directories, or - for stdin")
     p.add_argument(
         format_option, dest="input_format", choices=FORMATS, help="input format (default: by name)"
     )
-    p.add_argument("--id-field", default="id")
-    p.add_argument("--text-field", default="text")
+    p.add_argument("--id-field", default=library_default(read_records, "id_field"))
+    p.add_argument("--text-field", default=library_default(read_records, "text_field"))
 
 
 def min_jaccard(
