@@ -16,8 +16,8 @@ from neardup.errors import DatabaseError, InternalError, NeardupError
 from neardup.index import Index
 
 # Indexes of one collection in use at once: more requests wait for one. Opening an Index costs
-# milliseconds (a connection and the schema check), and a 2-core server gains nothing from more
-# concurrent queries than this; opening and closing indexes under a burst would cost more.
+# far more than a query (a connection and the schema check), and a small server gains nothing
+# from more concurrent queries than this; opening and closing indexes under a burst would cost more.
 DEFAULT_PER_COLLECTION = 8
 
 
@@ -41,7 +41,7 @@ class IndexPool:
     def index(self, name: str, *, wait: bool = True) -> Iterator[Index]:
         """An open Index of collection ``name``, for this thread until the block ends (waiting while
         ``size`` requests use the collection's indexes). Without ``wait``, BusyError is raised instead of
-        waiting for a slot or opening an Index (which takes milliseconds)."""
+        waiting for a slot or opening an Index."""
         with self._lock:
             slots = self._slots.setdefault(name, threading.BoundedSemaphore(self._size))
         if not slots.acquire(blocking=wait):

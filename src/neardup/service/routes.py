@@ -305,9 +305,9 @@ async def query(request: Request, name: str, who: Read) -> Response:
         return Response(matches_body(hits), media_type="application/json")
 
     # Ordinary queries are answered before they get here (fast_query.py); those that come here
-    # answer the same way. A query takes about a millisecond: with an open index free at once it
-    # runs on the event loop, since the hop to a worker thread and back costs half as much again
-    # on a small machine (bench_service.py); otherwise it waits for one in a worker thread.
+    # answer the same way. A query is short: with an open index free at once it runs on the event
+    # loop, since the hop to a worker thread and back is a large share of its cost (measured in
+    # bench_service.py); otherwise it waits for one in a worker thread.
     try:
         return run(wait=False)
     except BusyError:
