@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
-from neardup.core.minhash import DEFAULT_NUM_PERM
+from neardup.core.minhash import DEFAULT_NUM_PERM, MAX_NUM_PERM, MAX_SEED, SCHEMES
+from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import Params
+from neardup.core.shingle import MAX_K, SHINGLE_KINDS
 from neardup.core.tuning import Banding, check_threshold
 from neardup.errors import ParamsError, ParamsMismatchError
 
@@ -35,6 +37,97 @@ PARAM_FIELDS: tuple[str, ...] = tuple(
 PARAM_DEFAULTS: dict[str, Any] = {
     f.name: f.default for f in dataclasses.fields(Params) if f.name in PARAM_FIELDS
 }
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One parameter of a new collection, as ``Index.create``, ``neardup init`` and the service's
+    create request take it: its type, default, allowed values and help. ``rebuild``: whether a
+    rebuild can change it (the stored parameters can change, the layout chosen at creation not)."""
+
+    name: str
+    type: type[Any]
+    default: Any
+    help: str
+    choices: tuple[Any, ...] = ()
+    low: int | float | None = None
+    high: int | float | None = None
+    low_open: bool = False
+    """Whether ``low`` itself is outside the range (the threshold's 0)."""
+    nullable: bool = False
+    """Whether None is a value (bands and rows: tuned; distributed: follow the schema)."""
+    rebuild: bool = True
+
+    def range_text(self) -> str:
+        """The allowed values in words: ``(0, 1]``, ``at least 1``, ``char, word`` or ``""``."""
+        if self.choices:
+            return ", ".join(map(str, self.choices))
+        if self.low is not None and self.high is not None:
+            return f"{'(' if self.low_open else '['}{self.low}, {self.high}]"
+        return f"at least {self.low}" if self.low is not None else ""
+
+
+# Every parameter of a new collection, once: the command line's init and rebuild options and the
+# service's create request are built from these, so each takes every parameter with one default.
+CREATE_PARAMETERS: tuple[Parameter, ...] = (
+    Parameter(
+        "threshold",
+        float,
+        DEFAULT_THRESHOLD,
+        "Jaccard similarity of a near-duplicate",
+        low=0,
+        high=1,
+        low_open=True,
+    ),
+    Parameter("num_perm", int, PARAM_DEFAULTS["num_perm"], "signature length", low=1, high=MAX_NUM_PERM),
+    Parameter("bands", int, None, "LSH bands (with rows; default: tuned)", low=1, nullable=True),
+    Parameter("rows", int, None, "rows per band (with bands; default: tuned)", low=1, nullable=True),
+    Parameter("scheme", str, PARAM_DEFAULTS["scheme"], "MinHash scheme", choices=SCHEMES),
+    Parameter("seed", int, PARAM_DEFAULTS["seed"], "seed of the hash functions", low=0, high=MAX_SEED),
+    Parameter("shingle", str, PARAM_DEFAULTS["shingle"], "character or word shingles", choices=SHINGLE_KINDS),
+    Parameter("k", int, PARAM_DEFAULTS["k"], "shingle length (characters or words)", low=1, high=MAX_K),
+    Parameter(
+        "unicode_form",
+        str,
+        PARAM_DEFAULTS["unicode_form"],
+        "Unicode normalisation",
+        choices=get_args(UnicodeForm),
+    ),
+    Parameter("case", str, PARAM_DEFAULTS["case"], "case folding", choices=get_args(CaseMode)),
+    Parameter(
+        "collapse_whitespace",
+        bool,
+        PARAM_DEFAULTS["collapse_whitespace"],
+        "treat every run of whitespace as one space",
+    ),
+    Parameter(
+        "store_text",
+        bool,
+        True,
+        "keep the texts (exact verification, eval and re-sketching rebuilds need them)",
+        rebuild=False,
+    ),
+    Parameter(
+        "distributed",
+        bool,
+        None,
+        "make its tables Citus tables (docs/distributed.md); unset: as the schema is",
+        nullable=True,
+        rebuild=False,
+    ),
+    Parameter(
+        "shards",
+        int,
+        None,
+        "with distributed: shards per table, for a schema's first distributed collection "
+        "(default: Citus's citus.shard_count)",
+        low=1,
+        nullable=True,
+        rebuild=False,
+    ),
+)
+PARAMETERS: dict[str, Parameter] = {p.name: p for p in CREATE_PARAMETERS}
+
 # Changing only these re-bands stored signatures; anything else re-sketches every stored text.
 _BANDING_FIELDS = frozenset({"bands", "rows"})
 
@@ -125,4 +218,14 @@ def _params(threshold: float, bands: int | None, rows: int | None, fields: dict[
     return Params(bands=bands, rows=rows, **fields)
 
 
-__all__ = ["DEFAULT_THRESHOLD", "FN_WEIGHT", "FP_WEIGHT", "PARAM_DEFAULTS", "PARAM_FIELDS", "IndexConfig"]
+__all__ = [
+    "CREATE_PARAMETERS",
+    "DEFAULT_THRESHOLD",
+    "FN_WEIGHT",
+    "FP_WEIGHT",
+    "PARAMETERS",
+    "PARAM_DEFAULTS",
+    "PARAM_FIELDS",
+    "IndexConfig",
+    "Parameter",
+]

@@ -63,6 +63,12 @@ def get(scope: Scope, name: str, *, lock: bool = False) -> CollectionRow | None:
     return _row(scope.conn.execute(scope.sql(query), (name,)).fetchone())
 
 
+def all_rows(scope: Scope) -> list[CollectionRow]:
+    """Every collection of the schema, by name."""
+    rows = scope.conn.execute(scope.sql(f"SELECT {_COLUMNS} FROM {{s}}.collections ORDER BY name")).fetchall()
+    return [r for r in map(_row, rows) if r is not None]
+
+
 def reserve(scope: Scope, count: int) -> int:
     """Take ``count`` consecutive content ids for the collection and return the first. On an
     autocommit connection the ids are taken at once and for good, whoever holds the writer lock

@@ -188,7 +188,8 @@ def pair(scope: Scope, id_a: str, id_b: str) -> tuple[float, str] | None:
 
 def drop_collection(scope: Scope, name: str) -> bool:
     """Drop a collection with its partitions and labels, in one transaction; False when it does
-    not exist. Writers of the collection finish first (its writer lock)."""
+    not exist. Writers of the collection finish first (its writer lock). Kept for the service
+    until it calls ``Database.drop``, which is the same steps."""
     with translated(f"dropping collection {name!r}"), transaction(scope.conn):
         catalog.lock_name(scope, name)
         found = catalog.get(scope, name)
@@ -198,15 +199,18 @@ def drop_collection(scope: Scope, name: str) -> bool:
         row = catalog.get(scope.with_collection(found.collection_id, found.distributed), name, lock=True)
         if row is None:
             return False
-        here = scope.with_collection(row.collection_id, row.distributed)
-        # Its labels go first: in a distributed schema no foreign key deletes them with the row.
-        here.conn.execute(here.sql("DELETE FROM {s}.labels WHERE collection_id = %s"), (row.collection_id,))
-        for table in (*PARTITIONED_TABLES, KEY_TABLE):
-            here.conn.execute(here.sql(f"DROP TABLE IF EXISTS {{{table}_p}}"))
-        here.conn.execute(
-            here.sql("DELETE FROM {s}.collections WHERE collection_id = %s"), (row.collection_id,)
-        )
+        delete_collection(scope.with_collection(row.collection_id, row.distributed))
     return True
+
+
+def delete_collection(here: Scope) -> None:
+    """Delete the scope's collection: its labels, its partitions and its catalog row. Inside the
+    caller's transaction, which holds the collection's name and writer locks."""
+    # Its labels go first: in a distributed schema no foreign key deletes them with the row.
+    here.conn.execute(here.sql("DELETE FROM {s}.labels WHERE collection_id = %s"), (here.collection_id,))
+    for table in (*PARTITIONED_TABLES, KEY_TABLE):
+        here.conn.execute(here.sql(f"DROP TABLE IF EXISTS {{{table}_p}}"))
+    here.conn.execute(here.sql("DELETE FROM {s}.collections WHERE collection_id = %s"), (here.collection_id,))
 
 
 def collection(scope: Scope, name: str) -> catalog.CollectionRow | None:

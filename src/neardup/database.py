@@ -1,0 +1,395 @@
+"""The public Database: what is not one collection (the schema, the list of collections, tokens,
+labels and the review pages' reads), beside the one-collection ``Index``.
+
+    >>> db = Database("postgresql://app@db/archive")                      # doctest: +SKIP
+    >>> [(c.name, c.documents) for c in db.collections()]                 # doctest: +SKIP
+    [('news', 120000)]
+    >>> with db.open("news") as index: index.query("Storms cut power")   # doctest: +SKIP
+
+A Database borrows connections from a small pool of its own, one per call, so one Database may be
+shared by many threads (the service does). The command line and the service reach the database
+through this module and ``Index`` only; the SQL stays in ``neardup.storage``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from neardup.config import DEFAULT_THRESHOLD
+from neardup.errors import CollectionNotFoundError, ParamsError
+from neardup.storage import catalog, labels, migrate, pages, statistics, tokens
+from neardup.storage.connect import redacted, transaction, translated
+from neardup.storage.labels import LABELS, LabelRow
+from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name, check_schema_name
+from neardup.storage.pages import ClusterRow, DocumentRow
+from neardup.storage.pool import ConnectionPool
+from neardup.storage.scope import Scope
+from neardup.storage.tokens import TokenRow
+
+if TYPE_CHECKING:
+    from neardup.index import Index
+
+
+@dataclass(frozen=True)
+class CollectionInfo:
+    """A collection of the schema: its settings and, when counted, its documents, stored pairs
+    (pairs of different texts, as ``Index.stats`` counts them) and clusters."""
+
+    name: str
+    threshold: float
+    store_text: bool
+    distributed: bool
+    params: dict[str, Any]
+    documents: int | None = None
+    pairs: int | None = None
+    clusters: int | None = None
+
+
+def _info(row: catalog.CollectionRow, counts: dict[str, int] | None) -> CollectionInfo:
+    found = counts or {}
+    return CollectionInfo(
+        row.name,
+        row.threshold,
+        row.store_text,
+        row.distributed,
+        row.params,
+        found.get("documents"),
+        found.get("pairs"),
+        found.get("clusters"),
+    )
+
+
+class Database:
+    """A neardup schema in one PostgreSQL database: its collections, tokens and labels.
+
+    Nothing is opened until the first call; ``close`` (or the ``with`` block's end) closes the
+    pooled connections.
+    """
+
+    def __init__(self, url: str, schema: str = DEFAULT_SCHEMA, *, pool_size: int = 8) -> None:
+        """``pool_size``: idle connections kept open for the next call."""
+        self.url, self.schema = url, check_schema_name(schema)
+        self._pool = ConnectionPool(url, schema, pool_size)
+        self.tokens = Tokens(self)
+        self.labels = Labels(self)
+
+    @property
+    def url_redacted(self) -> str:
+        """The URL with any password hidden, for messages."""
+        return redacted(self.url)
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._pool.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Database({self.url_redacted!r}, schema={self.schema!r})"
+
+    @contextmanager
+    def _scope(self) -> Iterator[Scope]:
+        with self._pool.scope() as scope:
+            yield scope
+
+    def ping(self) -> None:
+        """Run ``SELECT 1``; DatabaseConnectionError when the database does not answer."""
+        self._pool.ping()
+
+    # -- the schema ------------------------------------------------------------------------------
+
+    def revision(self) -> str | None:
+        """The revision the schema is at, or None when it was never migrated."""
+        with self._scope() as scope:
+            return migrate.revision_on(scope.conn, self.schema)
+
+    @staticmethod
+    def head_revision() -> str:
+        """The newest revision this version of neardup knows."""
+        return migrate.head_revision()
+
+    def upgrade(self, revision: str = "head") -> None:
+        """Create the schema or bring it up to ``revision`` (default: the newest), in one
+        transaction; a schema already at the newest is left alone without starting a migration."""
+        if revision == "head" and self.revision() == self.head_revision():
+            return
+        migrate.upgrade(self.url, self.schema, revision)
+
+    def downgrade(self, revision: str) -> None:
+        """Take the schema down to ``revision``; ``base`` drops every neardup table (and its data)."""
+        migrate.downgrade(self.url, self.schema, revision)
+
+    def require_current(self) -> None:
+        """SchemaError unless the schema is at the revision this neardup needs."""
+        with self._scope() as scope:
+            migrate.require_head(scope.conn, self.schema)
+
+    # -- collections -----------------------------------------------------------------------------
+
+    def collections(self, *, counts: bool = True) -> list[CollectionInfo]:
+        """Every collection of the schema, by name; with ``counts``, each with its numbers of
+        documents, pairs and clusters (a count reads each collection's rows: without it, the list
+        costs one small query)."""
+        with self._scope() as scope, translated("listing collections"), transaction(scope.conn):
+            rows = catalog.all_rows(scope)
+            return [_info(r, _counts(scope, r) if counts else None) for r in rows]
+
+    def info(self, name: str) -> CollectionInfo:
+        """The collection called ``name`` with its counts; CollectionNotFoundError if there is none."""
+        with self._scope() as scope, translated(f"reading collection {name!r}"), transaction(scope.conn):
+            row = self._row(scope, name)
+            return _info(row, _counts(scope, row))
+
+    def _row(self, scope: Scope, name: str) -> catalog.CollectionRow:
+        """The catalog row of ``name`` (a checked name), or CollectionNotFoundError: the one place
+        a collection name becomes a collection for the reads below."""
+        row = catalog.get(scope, check_collection_name(name))
+        if row is None:
+            raise CollectionNotFoundError(f"no collection named {name!r} in schema {self.schema!r}")
+        return row
+
+    def create(self, name: str, threshold: float = DEFAULT_THRESHOLD, **params: Any) -> Index:
+        """Create a collection and return it open: ``params`` are those of ``Index.create``
+        (``config.CREATE_PARAMETERS``, and ``exist_ok``); the schema is migrated if needed."""
+        from neardup.index import Index
+
+        return Index.create(self.url, name, threshold, schema=self.schema, **params)
+
+    def open(self, name: str) -> Index:
+        """Open an existing collection (CollectionNotFoundError if there is none)."""
+        from neardup.index import Index
+
+        return Index.open(self.url, name, schema=self.schema)
+
+    def drop(self, name: str) -> bool:
+        """Drop a collection with its documents, pairs and labels, in one transaction; False when
+        there is none. Its writers finish first (it takes their lock); an Index still open on it
+        fails on its next call."""
+        check_collection_name(name)
+        with (
+            self._scope() as scope,
+            translated(f"dropping collection {name!r}"),
+            transaction(scope.conn),
+        ):
+            catalog.lock_name(scope, name)
+            found = catalog.get(scope, name)
+            if found is None:
+                return False
+            # Locked as its writers lock it (a distributed collection's lock is not its row's).
+            mine = scope.with_collection(found.collection_id, found.distributed)
+            row = catalog.get(mine, name, lock=True)
+            if row is None:
+                return False
+            pages.delete_collection(scope.with_collection(row.collection_id, row.distributed))
+        return True
+
+    # -- reads of one collection for the review pages ------------------------------------------------
+
+    def review(self, collection: str) -> Review:
+        """The review pages' reads of one collection (CollectionNotFoundError if there is none)."""
+        with self._scope() as scope, translated(f"reading collection {collection!r}"):
+            row = self._row(scope, collection)
+        return Review(self, row.name, row.collection_id, row.distributed, row.threshold)
+
+    @contextmanager
+    def _collection_scope(self, name: str) -> Iterator[Scope]:
+        """A pooled scope on the collection called ``name`` (CollectionNotFoundError if none)."""
+        with self._scope() as scope:
+            with translated(f"reading collection {name!r}"):
+                row = self._row(scope, name)
+            yield scope.with_collection(row.collection_id, row.distributed)
+
+
+def _counts(scope: Scope, row: catalog.CollectionRow) -> dict[str, int]:
+    return statistics.counts(scope.with_collection(row.collection_id, row.distributed))
+
+
+class Review:
+    """Reads of one collection for pages of a listing, a document or a pair. Pages are keyed (each
+    starts after the last key of the one before), so a page costs the same wherever it is."""
+
+    def __init__(
+        self, db: Database, name: str, collection_id: int, distributed: bool, threshold: float
+    ) -> None:
+        """Use ``Database.review``."""
+        self._db, self._id, self._distributed = db, collection_id, distributed
+        self.name, self.threshold = name, threshold
+
+    @contextmanager
+    def _scope(self) -> Iterator[Scope]:
+        with self._db._scope() as scope:
+            yield scope.with_collection(self._id, self._distributed)
+
+    def pairs_page(
+        self, min_similarity: float | None, after: tuple[str, str] | None, limit: int
+    ) -> list[tuple[str, str, float, str]]:
+        """Up to ``limit`` pairs (id_a, id_b, similarity, method) at or above ``min_similarity``
+        (None: the threshold), by (id_a, id_b), after the key ``after``."""
+        floor = self.threshold if min_similarity is None else min_similarity
+        with self._scope() as scope:
+            return pages.pairs_page(scope, floor, after, limit)
+
+    def clusters_page(
+        self, after: str | None, limit: int, ids_per_cluster: int = 100_000
+    ) -> list[ClusterRow]:
+        """Up to ``limit`` clusters by representative, after the representative ``after``."""
+        with self._scope() as scope:
+            return pages.clusters_page(scope, after, limit, ids_per_cluster)
+
+    def largest_clusters(
+        self, after: tuple[int, str] | None, limit: int, ids_per_cluster: int = 5
+    ) -> list[ClusterRow]:
+        """Up to ``limit`` clusters, largest first, after the key (size, representative) ``after``."""
+        with self._scope() as scope:
+            return pages.largest_clusters(scope, after, limit, ids_per_cluster)
+
+    def cluster_members(self, cluster: int, limit: int) -> list[tuple[str, dict[str, Any] | None]]:
+        """Up to ``limit`` documents (id, meta) of one cluster, by id."""
+        with self._scope() as scope:
+            return pages.cluster_members(scope, cluster, limit)
+
+    def cluster_pairs(self, cluster: int, limit: int) -> list[tuple[str, str, float, str]]:
+        """Up to ``limit`` pairs within one cluster, most similar first."""
+        with self._scope() as scope:
+            return pages.cluster_pairs(scope, cluster, limit)
+
+    def document(self, doc_id: str) -> DocumentRow | None:
+        """One document, or None."""
+        with self._scope() as scope:
+            return pages.document(scope, doc_id)
+
+    def document_pairs(self, doc_id: str) -> list[tuple[str, float, str]]:
+        """The document's near-duplicates (other id, similarity, method), most similar first."""
+        with self._scope() as scope:
+            return pages.document_pairs(scope, doc_id)
+
+    def pair(self, id_a: str, id_b: str) -> tuple[float, str] | None:
+        """The stored similarity and method of two documents, or None when they are no stored pair."""
+        with self._scope() as scope:
+            return pages.pair(scope, id_a, id_b)
+
+
+class Tokens:
+    """API tokens and review sessions (``db.tokens``); only SHA-256 hashes of secrets are stored."""
+
+    def __init__(self, db: Database) -> None:
+        """Use ``Database.tokens``."""
+        self._db = db
+
+    def create(self, access: str, collection: str | None = None, name: str = "") -> tuple[int, str]:
+        """A new token allowed ``access`` (read, write or admin) on ``collection`` (None: every
+        one): its id and its secret, which is shown once and never stored. The schema is migrated
+        first if it is missing or behind."""
+        from neardup.service.credentials import ACCESS_LEVELS, digest, new_secret, shown_prefix
+
+        if access not in ACCESS_LEVELS:
+            raise ParamsError(
+                f"a token's scope must be one of {', '.join(ACCESS_LEVELS)}, got {access!r:.40}"
+            )
+        if collection is not None:
+            check_collection_name(collection)
+        self._db.upgrade()
+        secret = new_secret()
+        with self._db._scope() as scope:
+            token_id = tokens.insert(scope, digest(secret), shown_prefix(secret), access, collection, name)
+        return token_id, secret
+
+    def list(self) -> list[TokenRow]:
+        """Every token, revoked ones included, oldest first."""
+        self._db.require_current()
+        with self._db._scope() as scope:
+            return tokens.all_tokens(scope)
+
+    def revoke(self, id_or_prefix: str | int) -> int:
+        """Revoke a live token, named by its id or by the prefix ``list`` shows, ending its
+        sessions; returns its id. ParamsError when that names no live token, or several."""
+        self._db.require_current()
+        with self._db._scope() as scope:
+            which = str(id_or_prefix)
+            ids = [int(which)] if which.isdigit() else tokens.find_by_prefix(scope, which)
+            if len(ids) != 1:
+                raise ParamsError(f"{which!r} names {'no' if not ids else len(ids)} live tokens; give the id")
+            if not tokens.revoke(scope, ids[0]):
+                raise ParamsError(f"no live token with id {ids[0]}")
+        return ids[0]
+
+    def lookup(self, token_hash: bytes) -> TokenRow | None:
+        """The live token with this hash (its last use refreshed now and then), else None."""
+        with self._db._scope() as scope:
+            return tokens.lookup(scope, token_hash)
+
+    def open_session(self, session_hash: bytes, token_id: int, csrf: str, seconds: int) -> None:
+        """Store a review session of a token, valid for ``seconds``."""
+        with self._db._scope() as scope:
+            tokens.open_session(scope, session_hash, token_id, csrf, seconds)
+
+    def session(self, session_hash: bytes) -> tuple[TokenRow, str] | None:
+        """The live token of an unexpired session and the session's CSRF value, else None."""
+        with self._db._scope() as scope:
+            return tokens.session(scope, session_hash)
+
+    def close_session(self, session_hash: bytes) -> None:
+        """Forget a session (logging out), and every session that has expired."""
+        with self._db._scope() as scope:
+            tokens.close_session(scope, session_hash)
+
+
+class Labels:
+    """People's labels of pairs, "duplicate" or "not_duplicate" (``db.labels``)."""
+
+    def __init__(self, db: Database) -> None:
+        """Use ``Database.labels``."""
+        self._db = db
+
+    def put(
+        self,
+        collection: str,
+        id_a: str,
+        id_b: str,
+        label: str,
+        note: str = "",
+        token_id: int | None = None,
+        labelled_by: str = "",
+    ) -> None:
+        """Label the pair (id_a, id_b) of a collection, replacing an earlier label."""
+        with self._db._collection_scope(collection) as scope:
+            labels.put(scope, id_a, id_b, label, note, token_id, labelled_by)
+
+    def get(self, collection: str, id_a: str, id_b: str) -> LabelRow | None:
+        """The label of one pair of a collection, or None."""
+        with self._db._collection_scope(collection) as scope:
+            return labels.get(scope, id_a, id_b)
+
+    def export(self, collection: str | None = None) -> list[LabelRow]:
+        """Every label (of one collection, when named: none when there is no such collection), by
+        collection and pair."""
+        self._db.require_current()
+        with self._db._scope() as scope:
+            return labels.export(scope, collection)
+
+    def verdicts(self, collection: str) -> tuple[int, int]:
+        """Of the collection's stored pairs that people labelled: how many were labelled duplicate,
+        and how many not (the labels' measure of precision)."""
+        with self._db._collection_scope(collection) as scope:
+            return labels.verdicts(scope)
+
+
+__all__ = [
+    "LABELS",
+    "ClusterRow",
+    "CollectionInfo",
+    "Database",
+    "DocumentRow",
+    "LabelRow",
+    "Labels",
+    "Review",
+    "TokenRow",
+    "Tokens",
+]
