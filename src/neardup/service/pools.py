@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from neardup.database import Database
 from neardup.errors import DatabaseError, InternalError, NeardupError
 from neardup.index import Index
 
@@ -26,11 +27,11 @@ class BusyError(Exception):
 
 
 class IndexPool:
-    """Up to ``size`` open indexes per collection, for the schema of one database."""
+    """Up to ``size`` open indexes per collection of one Database (which opens them)."""
 
-    def __init__(self, url: str, schema: str, size: int = DEFAULT_PER_COLLECTION) -> None:
+    def __init__(self, db: Database, size: int = DEFAULT_PER_COLLECTION) -> None:
         """Nothing is opened until a collection is first used."""
-        self.url, self.schema, self._size = url, schema, size
+        self._db, self._size = db, size
         self._idle: dict[str, list[Index]] = {}
         self._slots: dict[str, threading.BoundedSemaphore] = {}
         self._generation: dict[str, int] = {}
@@ -54,7 +55,7 @@ class IndexPool:
             if index is None:
                 if not wait:
                     raise BusyError(name)
-                index = Index.open(self.url, name, schema=self.schema)
+                index = self._db.open(name)
             reusable = False
             try:
                 yield index
