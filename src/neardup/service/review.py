@@ -280,10 +280,8 @@ def label_pair(
     _check_csrf(who, csrf)
     if "\x00" in a + b + note:
         raise ProblemError(422, "the form holds a NUL character")
-    db = context(request).db
-    name = db.review(collection).name
-    db.labels.put(name, a, b, label, note, who.token_id, who.name)
-    target = f"/review/{name}/pair?" + urlencode({"a": a, "b": b, "saved": "true"})
+    context(request).db.labels.put(collection, a, b, label, note, who.token_id, who.name)
+    target = f"/review/{collection}/pair?" + urlencode({"a": a, "b": b, "saved": "true"})
     return RedirectResponse(target, status_code=303)
 
 
