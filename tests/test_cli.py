@@ -579,3 +579,88 @@ def test_dedup_against_index_keeps_records_new_to_the_index_and_the_input(cli: R
     assert status == 1
     assert "repeats" in err
     assert err.count("\n") == 1
+
+
+def test_collections_and_drop(
+    database_url: str, fresh_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = Run(database_url, fresh_schema, "news", capsys)
+    assert run("init", "--threshold", "0.5")[0] == 0
+    text = "the quick brown fox jumps over the lazy dog"
+    docs = "".join(
+        json.dumps({"id": i, "text": t}) + "\n" for i, t in [("a", text), ("b", text + "!"), ("c", "x")]
+    )
+    assert run("add", "-", stdin=docs)[0] == 0
+    assert Run(database_url, fresh_schema, "empty", capsys)("init", "--no-store-text")[0] == 0
+    status, out, _ = run("collections")
+    assert status == 0
+    assert out.splitlines() == [
+        "name\tthreshold\tstore_text\tdistributed\tdocuments\tpairs\tclusters",
+        "empty\t0.8\tfalse\tfalse\t0\t0\t0",
+        "news\t0.5\ttrue\tfalse\t3\t1\t1",
+    ]
+    listed = json.loads(run("collections", "--format", "json")[1])
+    assert [json.loads(line) for line in run("collections", "--format", "jsonl")[1].splitlines()] == listed
+    assert listed[1] == {
+        "name": "news",
+        "threshold": 0.5,
+        "store_text": True,
+        "distributed": False,
+        "documents": 3,
+        "pairs": 1,
+        "clusters": 1,
+    }
+    status, out, err = run("drop", "news")
+    assert (status, out) == (1, "")
+    assert err == "neardup: error: dropping collection 'news' deletes all of it: add --yes to drop it\n"
+    assert len(json.loads(run("collections", "--format", "json")[1])) == 2
+    status, out, err = run("drop", "news", "--yes")
+    assert (status, out, err) == (0, "", "dropped collection 'news'\n")
+    assert [c["name"] for c in json.loads(run("collections", "--format", "json")[1])] == ["empty"]
+    status, _, err = run("drop", "news", "--yes")
+    assert status == 1
+    assert err == f"neardup: error: no collection named 'news' in schema '{fresh_schema}'\n"
+    assert run("pairs")[0] == 1  # it is gone
+    status, _, err = run("drop", "bad/name", "--yes")
+    assert status == 1
+    assert "collection name 'bad/name' is not allowed" in err
+    assert run("drop")[0] == 2  # no name: bad usage
+
+
+def test_help_starts_without_the_library() -> None:
+    # `neardup --help` and a command's parser load no numeric library or database driver: each
+    # command imports what it needs when it runs.
+    heavy = (
+        "numba",
+        "numpy",
+        "psycopg",
+        "sqlalchemy",
+        "scipy",
+        "alembic",
+        "neardup.storage",
+        "neardup.index",
+    )
+    script = (
+        "import sys, contextlib, io\n"
+        "from neardup.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['--help']) == 0\n"
+        "    assert main(['--version']) == 0\n"
+        "    assert main(['--db', 'x', 'server', '--help']) == 0\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({heavy!r})))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_named_command_is_found_before_parsing() -> None:
+    from neardup.cli.main import command_named
+
+    assert command_named(["--db", "pairs", "--schema=s", "--collection", "init", "stats", "--x"]) == "stats"
+    assert command_named(["--help"]) is None
+    assert command_named(["--", "query"]) == "query"
+    assert command_named(["nonsense"]) == ""
+    from neardup.storage.names import DEFAULT_SCHEMA
+
+    # The command line spells the default schema out rather than import the storage side for it.
+    assert build_parser().parse_args(["tune", "--threshold", "0.8"]).schema == DEFAULT_SCHEMA

@@ -55,7 +55,8 @@ class Parameter:
     low_open: bool = False
     """Whether ``low`` itself is outside the range (the threshold's 0)."""
     nullable: bool = False
-    """Whether None is a value (bands and rows: tuned; distributed: follow the schema)."""
+    """Whether None is a value; ``unset`` says what it means."""
+    unset: str = ""
     rebuild: bool = True
 
     def range_text(self) -> str:
@@ -80,8 +81,8 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         low_open=True,
     ),
     Parameter("num_perm", int, PARAM_DEFAULTS["num_perm"], "signature length", low=1, high=MAX_NUM_PERM),
-    Parameter("bands", int, None, "LSH bands (with rows; default: tuned)", low=1, nullable=True),
-    Parameter("rows", int, None, "rows per band (with bands; default: tuned)", low=1, nullable=True),
+    Parameter("bands", int, None, "LSH bands, given with rows", low=1, nullable=True, unset="tuned"),
+    Parameter("rows", int, None, "rows per band, given with bands", low=1, nullable=True, unset="tuned"),
     Parameter("scheme", str, PARAM_DEFAULTS["scheme"], "MinHash scheme", choices=SCHEMES),
     Parameter("seed", int, PARAM_DEFAULTS["seed"], "seed of the hash functions", low=0, high=MAX_SEED),
     Parameter("shingle", str, PARAM_DEFAULTS["shingle"], "character or word shingles", choices=SHINGLE_KINDS),
@@ -111,18 +112,19 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         "distributed",
         bool,
         None,
-        "make its tables Citus tables (docs/distributed.md); unset: as the schema is",
+        "make its tables Citus tables (docs/distributed.md)",
         nullable=True,
+        unset="as the schema is",
         rebuild=False,
     ),
     Parameter(
         "shards",
         int,
         None,
-        "with distributed: shards per table, for a schema's first distributed collection "
-        "(default: Citus's citus.shard_count)",
+        "with distributed: shards per table, for a schema's first distributed collection",
         low=1,
         nullable=True,
+        unset="Citus's citus.shard_count",
         rebuild=False,
     ),
 )

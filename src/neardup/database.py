@@ -1,10 +1,11 @@
 """The public Database: what is not one collection (the schema, the list of collections, tokens,
 labels and the review pages' reads), beside the one-collection ``Index``.
 
-    >>> db = Database("postgresql://app@db/archive")                      # doctest: +SKIP
-    >>> [(c.name, c.documents) for c in db.collections()]                 # doctest: +SKIP
-    [('news', 120000)]
-    >>> with db.open("news") as index: index.query("Storms cut power")   # doctest: +SKIP
+    with Database("postgresql://app@db/archive") as db:
+        for c in db.collections():
+            print(c.name, c.documents, c.pairs, c.clusters)
+        with db.open("news") as index:
+            print(index.query("Storms cut power to 40,000 homes"))
 
 A Database borrows connections from a small pool of its own, one per call, so one Database may be
 shared by many threads (the service does). The command line and the service reach the database

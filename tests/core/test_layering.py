@@ -4,6 +4,8 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 import neardup.core
 
 FORBIDDEN = (
@@ -18,8 +20,8 @@ FORBIDDEN = (
 CORE = Path(neardup.core.__file__).parent
 
 
-def forbidden_imports(source: str) -> list[str]:
-    """Names of forbidden modules a source text imports (absolute, relative-free, any depth)."""
+def forbidden_imports(source: str, forbidden: tuple[str, ...] = FORBIDDEN) -> list[str]:
+    """Names of ``forbidden`` modules a source text imports (absolute, relative-free, any depth)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         names: list[str] = []
@@ -34,7 +36,7 @@ def forbidden_imports(source: str) -> list[str]:
         found += [
             n
             for n in names
-            if n == "<relative import>" or any(n == f or n.startswith(f + ".") for f in FORBIDDEN)
+            if n == "<relative import>" or any(n == f or n.startswith(f + ".") for f in forbidden)
         ]
     return found
 
@@ -75,6 +77,36 @@ def test_importing_the_core_loads_no_database_driver() -> None:
 
 
 PACKAGE = CORE.parent
+# The command line and the service reach the database through Index and Database only.
+ABOVE_STORAGE = ("cli", "service")
+
+
+@pytest.mark.parametrize("folder", ABOVE_STORAGE)
+def test_cli_and_service_import_nothing_from_storage(folder: str) -> None:
+    modules = sorted((PACKAGE / folder).rglob("*.py"))
+    assert len(modules) >= 10
+    offenders = {
+        str(m.relative_to(PACKAGE)): forbidden_imports(m.read_text(), ("neardup.storage",)) for m in modules
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_storage_checker_sees_every_spelling() -> None:
+    source = "\n".join(
+        [
+            "def f():",
+            "    from neardup.storage.pages import pair",
+            "from neardup import storage",
+            "import neardup.storage",
+        ]
+    )
+    assert forbidden_imports(source, ("neardup.storage",)) == [
+        "neardup.storage",
+        "neardup.storage",
+        "neardup.storage.pages",
+    ]
+
+
 STORAGE = PACKAGE / "storage"
 DRIVERS = ("sqlalchemy", "psycopg", "psycopg2", "alembic")
 # A string that starts like an SQL statement: outside storage/ none may exist.

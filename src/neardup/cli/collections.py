@@ -1,0 +1,137 @@
+"""Commands on collections as a whole: init, rebuild, collections, drop."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from contextlib import ExitStack
+from typing import TYPE_CHECKING
+
+from neardup.cli.command import command
+from neardup.cli.connect import open_database, open_index
+from neardup.cli.options import POSITIVE, parameters
+from neardup.cli.output import emit
+
+if TYPE_CHECKING:
+    from neardup.index import Index
+
+
+def _emit_params(fmt: str, index: Index) -> None:
+    """The collection's parameters, threshold and text storage, one row each."""
+    emit(
+        fmt,
+        ["parameter", "value"],
+        [*index.params.to_dict().items(), ("threshold", index.threshold), ("store_text", index.store_text)],
+    )
+
+
+def _init_options(p: argparse.ArgumentParser) -> None:
+    parameters(p, new=True)
+    p.add_argument(
+        "--exist-ok", action="store_true", help="reuse an existing collection with these parameters"
+    )
+
+
+@command("init", _init_options)
+def cmd_init(args: argparse.Namespace) -> int:
+    """Create the collection (migrating the schema if needed) and print its parameters.
+
+    Example: neardup init --threshold 0.8
+    """
+    from neardup.config import CREATE_PARAMETERS
+
+    given = {p.name: getattr(args, p.name) for p in CREATE_PARAMETERS}
+    with ExitStack() as stack:
+        db = open_database(args, stack)
+        index = stack.enter_context(db.create(args.collection, exist_ok=args.exist_ok, **given))
+        where = " (distributed on Citus)" if index.distributed else ""
+        banding = index.params.banding(index.threshold)
+        print(f"collection {index.name!r} ready{where}: {banding}", file=sys.stderr)
+        _emit_params(args.format, index)
+    return 0
+
+
+def _rebuild_options(p: argparse.ArgumentParser) -> None:
+    from neardup.ingest import DEFAULT_BATCH_SIZE
+
+    parameters(p, new=False)
+    p.add_argument(
+        "--batch-size",
+        type=POSITIVE,
+        default=DEFAULT_BATCH_SIZE,
+        help=f"texts re-sketched at a time (default {DEFAULT_BATCH_SIZE:,})",
+    )
+
+
+@command("rebuild", _rebuild_options)
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    """Change the collection's parameters and recompute its buckets, pairs and clusters.
+
+    Only the options given change. A new threshold, bands or rows re-band the stored signatures
+    without reading any text; any other change re-sketches every stored text (the collection
+    must store its texts). Bands and rows are re-tuned for the threshold unless both are given.
+    One transaction: on an error nothing changes.
+
+    Example: neardup rebuild --threshold 0.9 --k 7
+    """
+    from neardup.config import PARAM_FIELDS
+
+    changed = {name: value for name in PARAM_FIELDS if (value := getattr(args, name)) is not None}
+    with ExitStack() as stack:
+        index = open_index(args, stack)
+        before = (index.params, index.threshold)
+        start = time.monotonic()
+        index.rebuild(args.threshold, bands=args.bands, rows=args.rows, batch_size=args.batch_size, **changed)
+        differences = before[0].differences(index.params)
+        if before[1] != index.threshold:
+            differences.insert(0, f"threshold: {before[1]!r} != {index.threshold!r}")
+        what = "; ".join(d.replace(" != ", " -> ") for d in differences) or "no parameter changed"
+        print(
+            f"collection {index.name!r} rebuilt in {time.monotonic() - start:.1f} s ({what}): "
+            f"{index.params.banding(index.threshold)}",
+            file=sys.stderr,
+        )
+        _emit_params(args.format, index)
+    return 0
+
+
+@command("collections")
+def cmd_collections(args: argparse.Namespace) -> int:
+    """The schema's collections with their threshold and counts of documents, pairs and clusters.
+
+    Pairs are those of different texts (as `stats` counts them); copies of one text are not
+    counted. --collection is not used: every collection of --schema is listed.
+
+    Example: neardup collections --format json
+    """
+    columns = ["name", "threshold", "store_text", "distributed", "documents", "pairs", "clusters"]
+    with ExitStack() as stack:
+        found = open_database(args, stack).collections()
+        emit(args.format, columns, ([getattr(c, column) for column in columns] for c in found))
+    return 0
+
+
+def _drop_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", metavar="NAME", help="the collection to drop")
+    p.add_argument("--yes", action="store_true", help="drop it: without this, nothing is dropped")
+
+
+@command("drop", _drop_options, output=False)
+def cmd_drop(args: argparse.Namespace) -> int:
+    """Drop a collection with its documents, pairs, clusters and labels (needs --yes).
+
+    The collection's writers finish first; there is no undo.
+
+    Example: neardup drop old-news --yes
+    """
+    from neardup.errors import CollectionNotFoundError, ParamsError
+
+    if not args.yes:
+        raise ParamsError(f"dropping collection {args.name!r} deletes all of it: add --yes to drop it")
+    with ExitStack() as stack:
+        db = open_database(args, stack)
+        if not db.drop(args.name):
+            raise CollectionNotFoundError(f"no collection named {args.name!r} in schema {args.schema!r}")
+    print(f"dropped collection {args.name!r}", file=sys.stderr)
+    return 0

@@ -1,0 +1,50 @@
+"""Where a command's database is: --db, $NEARDUP_DATABASE_URL, else the embedded server."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from neardup.database import Database
+    from neardup.index import Index
+
+URL_ENV = "NEARDUP_DATABASE_URL"
+
+
+def url_given(args: argparse.Namespace) -> bool:
+    """Whether a database URL was given (so the embedded server is not used)."""
+    return bool(args.db or os.environ.get(URL_ENV))
+
+
+@contextmanager
+def database_url(args: argparse.Namespace) -> Iterator[str]:
+    """The URL of the command's database, the embedded server started for the block if needed."""
+    url = args.db or os.environ.get(URL_ENV)
+    if url:
+        yield url
+        return
+    from neardup.server import default_data_dir, embedded_database
+
+    args.data_directory = str(default_data_dir())
+    with embedded_database() as embedded:
+        yield embedded
+
+
+def open_database(args: argparse.Namespace, stack: ExitStack) -> Database:
+    """The command's Database, closed with ``stack``; ``args.url`` and ``args.database`` (the
+    URL without its password) say where it is."""
+    from neardup.database import Database
+
+    url = stack.enter_context(database_url(args))
+    db = stack.enter_context(Database(url, args.schema, pool_size=1))
+    args.url, args.database = url, db.url_redacted
+    return db
+
+
+def open_index(args: argparse.Namespace, stack: ExitStack) -> Index:
+    """The command's collection (--collection), open until ``stack`` closes."""
+    return stack.enter_context(open_database(args, stack).open(args.collection))

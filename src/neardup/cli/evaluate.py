@@ -1,0 +1,141 @@
+"""Commands that measure: eval (recall and precision of a collection) and tune (bands and rows)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from neardup.cli.command import command
+from neardup.cli.connect import open_database
+from neardup.cli.options import FLOOR, NUM_PERM, POSITIVE, SEED, THRESHOLD, WEIGHT, library_default, plot
+from neardup.cli.output import check_writable, emit, rounded, written
+
+EVAL_COLUMNS = (
+    "low",
+    "high",
+    "pairs",
+    "candidates",
+    "found",
+    "mean_jaccard",
+    "empirical",
+    "stderr",
+    "theoretical",
+    "stored",
+)
+
+
+def _eval_options(p: argparse.ArgumentParser) -> None:
+    from neardup.index import Index
+
+    sample, seed = library_default(Index.evaluate, "sample"), library_default(Index.evaluate, "seed")
+    p.add_argument("--sample", type=POSITIVE, default=sample, help=f"contents to sample (default {sample})")
+    p.add_argument("--seed", type=SEED, default=seed, help=f"seed of the sample (default {seed})")
+    p.add_argument(
+        "--floor",
+        type=FLOOR,
+        help="lowest similarity evaluated, in (0, threshold] (default: half the threshold)",
+    )
+    plot(p, "also draw the similarity histogram and the S-curve")
+
+
+@command("eval", _eval_options)
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Measure recall and precision against exact truth on a sample (needs stored texts).
+
+    Each sampled content is compared exactly with every stored one. Recall at the threshold, with
+    its 95% interval, and precision go to standard error. Standard output has one row per
+    similarity bin: the sampled pairs, how many of them are LSH candidates and how many are
+    stored, the empirical and theoretical (S-curve) candidate probability with its standard
+    error, and the stored pairs of the whole collection; --format json gives it all as one object.
+
+    Example: neardup eval --sample 2000 --seed 7 --plot report.png
+    """
+    if args.plot:
+        from neardup.plot import pyplot
+
+        pyplot()  # refuse before the work, not after it, when matplotlib is missing
+        check_writable(args.plot, "--plot")
+    with ExitStack() as stack:
+        db = open_database(args, stack)
+        index = stack.enter_context(db.open(args.collection))
+        ev = index.evaluate(args.sample, seed=args.seed, floor=args.floor)
+        duplicates, not_duplicates = db.labels.verdicts(args.collection)
+    print(str(ev), file=sys.stderr)
+    labelled = duplicates + not_duplicates
+    if labelled:
+        print(
+            f"precision by labels: {duplicates / labelled:.4f} ({duplicates} of {labelled} labelled stored "
+            "pairs are duplicates)",
+            file=sys.stderr,
+        )
+    if args.plot:
+        from neardup.plot import plot_evaluation
+
+        with written(args.plot, "--plot"):
+            plot_evaluation(ev, Path(args.plot))
+        print(f"report written to {args.plot}", file=sys.stderr)
+    if args.format == "json":
+        json.dump({**ev.to_dict(), "labelled_pairs": labelled, "labelled_duplicates": duplicates}, sys.stdout)
+        sys.stdout.write("\n")
+        return 0
+
+    def cell(v: Any) -> Any:
+        return rounded(v) if isinstance(v, float) else v
+
+    emit(args.format, EVAL_COLUMNS, ([cell(getattr(b, c)) for c in EVAL_COLUMNS] for b in ev.bins))
+    return 0
+
+
+def _tune_options(p: argparse.ArgumentParser) -> None:
+    from neardup.config import FN_WEIGHT, FP_WEIGHT, PARAMETERS
+
+    num_perm = PARAMETERS["num_perm"].default
+    p.add_argument("--threshold", type=THRESHOLD, required=True, help="in (0, 1]")
+    p.add_argument(
+        "--num-perm", type=NUM_PERM, default=num_perm, help=f"signature length (default {num_perm})"
+    )
+    p.add_argument(
+        "--fp-weight", type=WEIGHT, default=FP_WEIGHT, help=f"weight of false positives (default {FP_WEIGHT})"
+    )
+    p.add_argument(
+        "--fn-weight", type=WEIGHT, default=FN_WEIGHT, help=f"weight of false negatives (default {FN_WEIGHT})"
+    )
+    plot(p, "also draw the S-curve with the FP and FN areas")
+
+
+@command("tune", _tune_options)
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Choose bands and rows for a threshold (no database needed).
+
+    Example: neardup tune --threshold 0.8 --num-perm 128 --plot scurve.png
+    """
+    from neardup.core.tuning import optimal_params
+
+    if args.plot:
+        check_writable(args.plot, "--plot")
+    b = optimal_params(args.threshold, args.num_perm, args.fp_weight, args.fn_weight)
+    print(str(b), file=sys.stderr)
+    if args.plot:
+        from neardup.plot import plot_scurve
+
+        with written(args.plot, "--plot"):
+            plot_scurve(b, Path(args.plot))
+        print(f"S-curve written to {args.plot}", file=sys.stderr)
+    emit(
+        args.format,
+        ["bands", "rows", "threshold_point", "false_positive_rate", "false_negative_rate"],
+        [
+            (
+                b.bands,
+                b.rows,
+                rounded(b.threshold_point),
+                rounded(b.false_positive_rate),
+                rounded(b.false_negative_rate),
+            )
+        ],
+    )
+    return 0

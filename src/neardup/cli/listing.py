@@ -1,0 +1,112 @@
+"""Commands that read a collection: query, pairs, clusters, stats."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+from neardup.cli.command import command
+from neardup.cli.connect import open_index
+from neardup.cli.options import POSITIVE, min_jaccard
+from neardup.cli.output import emit, rounded
+
+
+def _query_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--text")
+    g.add_argument("--file", help="a file with the text, or - for stdin")
+    g.add_argument("stdin", nargs="?", choices=["-"], help="read the text from stdin")
+    min_jaccard(p)
+    p.add_argument("--limit", type=POSITIVE, help="at most this many (default: all)")
+
+
+@command("query", _query_options)
+def cmd_query(args: argparse.Namespace) -> int:
+    """Stored documents similar to a text, best first.
+
+    Example: neardup query --text "Storms cut power to 40,000 homes" --limit 5
+    """
+    from neardup.readers import read_text
+
+    text = args.text if args.text is not None else read_text(args.file or "-")
+    with ExitStack() as stack:
+        index = open_index(args, stack)
+        hits = index.query(text, min_jaccard=args.min_jaccard, limit=args.limit)
+        emit(args.format, ["id", "jaccard"], ((i, rounded(j)) for i, j in hits))
+    return 0
+
+
+@command("pairs", min_jaccard)
+def cmd_pairs(args: argparse.Namespace) -> int:
+    """Every verified near-duplicate pair: id_a, id_b, jaccard.
+
+    Example: neardup pairs --min-jaccard 0.9 --format csv > pairs.csv
+    """
+    with ExitStack() as stack:
+        index = open_index(args, stack)
+        emit(
+            args.format,
+            ["id_a", "id_b", "jaccard"],
+            ((a, b, rounded(j)) for a, b, j in index.pairs(args.min_jaccard)),
+        )
+    return 0
+
+
+@command("clusters")
+def cmd_clusters(args: argparse.Namespace) -> int:
+    """Clusters of near-duplicates: cluster, id, representative.
+
+    Example: neardup clusters --format jsonl
+    """
+    with ExitStack() as stack:
+        index = open_index(args, stack)
+
+        def rows() -> Iterator[tuple[int, str, bool]]:
+            for n, ids in enumerate(index.clusters(), 1):
+                for i, doc_id in enumerate(ids):
+                    yield n, doc_id, i == 0
+
+        emit(args.format, ["cluster", "id", "representative"], rows())
+    return 0
+
+
+@command("stats")
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Counts, size on disk, fullest buckets and parameters of the collection.
+
+    Example: neardup stats --format json
+    """
+    with ExitStack() as stack:
+        index = open_index(args, stack)
+        s = index.stats()
+        rows: list[tuple[str, Any]] = [
+            ("database", args.database),
+            *([("data_directory", args.data_directory)] if getattr(args, "data_directory", None) else []),
+            ("collection", s.name),
+            ("distributed", index.distributed),
+            ("documents", s.documents),
+            ("contents", s.contents),
+            ("pairs", s.pairs),
+            ("identical_pairs", s.identical_pairs),
+            ("clusters", s.clusters),
+            ("bucket_rows", s.bucket_rows),
+            ("bytes_on_disk", s.bytes_on_disk),
+            *(
+                (f"bytes.{table}.{part}", size)
+                for table, sizes in s.bytes_by_table.items()
+                for part, size in zip(("rows", "indexes"), sizes, strict=True)
+            ),
+            ("threshold", s.threshold),
+            ("store_text", s.store_text),
+            ("expected_fp_rate", rounded(s.expected_fp_rate)),
+            ("expected_fn_rate", rounded(s.expected_fn_rate)),
+            *((f"params.{k}", v) for k, v in s.params.to_dict().items()),
+            *(
+                (f"largest_bucket.{i}", f"band {b} bucket {k}: {n}")
+                for i, (b, k, n) in enumerate(s.largest_buckets, 1)
+            ),
+        ]
+        emit(args.format, ["name", "value"], rows)
+    return 0

@@ -1,0 +1,195 @@
+"""Option values and the option groups several commands share, each defined once here.
+
+Every range is checked by the library's own rule (``check_threshold``, ``check_minhash``, ...), so
+each command takes the same values with the same message; those rules are imported when a value
+is parsed, not when the parser is built, so ``neardup --help`` loads no numeric library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from neardup.cli.output import OUTPUT_FORMATS
+from neardup.errors import ParamsError
+
+if TYPE_CHECKING:
+    from neardup.config import Parameter
+
+_T = TypeVar("_T")
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def option_type(parse: Callable[[str], _T], check: Callable[[_T], object], name: str) -> Callable[[str], _T]:
+    """An argparse ``type``: ``parse`` the text, then ``check`` the value (ParamsError says the range)."""
+
+    def convert(text: str) -> _T:
+        value = parse(text)
+        try:
+            check(value)
+        except ParamsError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+
+    convert.__name__ = name  # argparse names the type in some messages
+    return convert
+
+
+def _in(name: str, low: float, high: float, *, open_low: bool = False) -> Callable[[float], None]:
+    def check(value: float) -> None:
+        inside = (low < value if open_low else low <= value) and value <= high
+        if not inside:  # NaN is outside every range
+            bracket = "(" if open_low else "["
+            raise ParamsError(f"{name} must be in {bracket}{low:g}, {high:g}], got {value!r}")
+
+    return check
+
+
+def _at_least(low: int) -> Callable[[float], None]:
+    def check(value: float) -> None:
+        if not value >= low:
+            raise ParamsError(f"must be at least {low}, got {value!r}")
+
+    return check
+
+
+def _threshold(value: float) -> None:
+    from neardup.core.tuning import check_threshold
+
+    check_threshold(value)
+
+
+def _minhash(num_perm: int | None = None, seed: int | None = None) -> None:
+    from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, check_minhash
+
+    check_minhash(
+        DEFAULT_NUM_PERM if num_perm is None else num_perm,
+        DEFAULT_SEED if seed is None else seed,
+        DEFAULT_SCHEME,
+    )
+
+
+def _k(value: int) -> None:
+    from neardup.core.shingle import check_shingling
+
+    check_shingling("char", value)
+
+
+THRESHOLD = option_type(_number, _threshold, "threshold")
+MIN_JACCARD = option_type(_number, _in("min_jaccard", 0, 1), "min_jaccard")
+FLOOR = option_type(_number, _in("floor", 0, 1, open_low=True), "floor")
+WEIGHT = option_type(_number, _in("weight", 0, float("inf")), "weight")
+POSITIVE = option_type(_integer, _at_least(1), "positive")
+PORT = option_type(_integer, _in("port", 0, 65535), "port")
+NUM_PERM = option_type(_integer, lambda n: _minhash(num_perm=n), "num_perm")
+SEED = option_type(_integer, lambda n: _minhash(seed=n), "seed")
+K = option_type(_integer, _k, "k")
+
+
+def library_default(function: Callable[..., Any], parameter: str) -> Any:
+    """The default of one of a library function's parameters, so an option's default is that one."""
+    return inspect.signature(function).parameters[parameter].default
+
+
+# -- groups of options ----------------------------------------------------------------------------
+
+
+def output_format(p: argparse.ArgumentParser) -> None:
+    """--format of what a command writes to stdout."""
+    p.add_argument("--format", choices=OUTPUT_FORMATS, default="tsv", help="output format (default tsv)")
+
+
+def inputs(p: argparse.ArgumentParser, format_option: str = "--format") -> None:
+    """Input files and how to read their records."""
+    from neardup.readers import FORMATS, read_records
+
+    p.add_argument("files", nargs="+", metavar="FILE", help="files (gzip ok), directories, or - for stdin")
+    p.add_argument(
+        format_option, dest="input_format", choices=FORMATS, help="input format (default: by name)"
+    )
+    p.add_argument("--id-field", default=library_default(read_records, "id_field"))
+    p.add_argument("--text-field", default=library_default(read_records, "text_field"))
+
+
+def min_jaccard(
+    p: argparse.ArgumentParser, help_text: str = "lowest similarity, in [0, 1] (default: threshold)"
+) -> None:
+    """--min-jaccard, checked as every command checks it."""
+    p.add_argument("--min-jaccard", type=MIN_JACCARD, help=help_text)
+
+
+def plot(p: argparse.ArgumentParser, help_text: str) -> None:
+    """--plot PNG: a picture beside the rows (needs matplotlib)."""
+    p.add_argument("--plot", metavar="PNG", help=help_text)
+
+
+# The command line's parsing of the creation parameters whose values need more than their type.
+_TYPES: dict[str, Callable[[str], Any]] = {"threshold": THRESHOLD, "num_perm": NUM_PERM, "seed": SEED, "k": K}
+_METAVARS = {"num_perm": "N"}
+
+
+def parameter_options(*, new: bool) -> dict[str, dict[str, Any]]:
+    """``add_argument`` keywords of each creation parameter (``config.CREATE_PARAMETERS``), by
+    name: of ``init`` with ``new`` (the library's defaults), else of ``rebuild`` (only what a
+    rebuild can change; None, unchanged, by default)."""
+    from neardup.config import CREATE_PARAMETERS
+
+    options: dict[str, dict[str, Any]] = {}
+    for param in CREATE_PARAMETERS:
+        if new or param.rebuild:
+            options[param.name] = _parameter_option(param, new)
+    return options
+
+
+def _parameter_option(param: Parameter, new: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {"dest": param.name, "default": param.default if new else None}
+    shown = [f"default: {param.unset}" if param.default is None else f"default {param.default}"]
+    help_text = param.help
+    if param.type is bool:
+        shown = [f"default --{'' if param.default else 'no-'}{param.name.replace('_', '-')}"]
+        if param.nullable:  # only ever switched on
+            spec.update(action="store_const", const=True)
+            shown = [f"default: {param.unset}"]
+        elif param.rebuild:
+            spec["action"] = argparse.BooleanOptionalAction
+        else:  # on unless switched off
+            spec["action"] = "store_false"
+            help_text, shown = f"do not {param.help}", []
+    elif param.choices:
+        spec["choices"] = param.choices
+    else:
+        spec["type"] = _TYPES.get(param.name, POSITIVE)
+        allowed = param.range_text()
+        shown.insert(0, allowed if allowed.startswith("at least") else f"in {allowed}")
+    if param.name in _METAVARS:
+        spec["metavar"] = _METAVARS[param.name]
+    if not new:
+        shown = [text for text in shown if not text.startswith("default")] + ["default: unchanged"]
+    spec["help"] = help_text + (f" ({'; '.join(shown)})" if shown else "")
+    return spec
+
+
+def _flag(name: str, spec: dict[str, Any]) -> str:
+    off = spec.get("action") == "store_false"
+    return f"--{'no-' if off else ''}{name.replace('_', '-')}"
+
+
+def parameters(p: argparse.ArgumentParser, *, new: bool) -> None:
+    """The creation parameters as options: those of ``init`` with ``new``, else of ``rebuild``."""
+    for name, spec in parameter_options(new=new).items():
+        p.add_argument(_flag(name, spec), **spec)
