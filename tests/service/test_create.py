@@ -108,3 +108,22 @@ def test_a_combination_the_library_refuses_is_a_422_saying_why(service: Service)
             assert r.status_code == 422, r.text
             assert words in r.json()["detail"], r.text
         assert admin.get("/v1/collections/never-made").status_code == 404
+
+
+def test_the_request_model_is_made_of_the_creation_parameters() -> None:
+    """Each parameter of config.CREATE_PARAMETERS is a field with its default, choices and bounds."""
+    from neardup.config import CREATE_PARAMETERS
+    from neardup.service.models import NewCollection
+
+    fields = NewCollection.model_json_schema()["properties"]
+    assert set(fields) == {"name", "exist_ok", *(p.name for p in CREATE_PARAMETERS)}
+    for p in CREATE_PARAMETERS:
+        field = fields[p.name]
+        assert field["default"] == p.default, p.name
+        assert field["description"].startswith(p.help), p.name
+        (typed,) = [t for t in field.get("anyOf", [field]) if t.get("type") != "null"]
+        assert typed.get("enum", list(p.choices)) == list(p.choices), p.name
+        if p.low is not None:
+            assert typed["exclusiveMinimum" if p.low_open else "minimum"] == p.low, p.name
+        assert typed.get("maximum") == p.high, p.name
+        assert ("anyOf" in field) == p.nullable, p.name

@@ -42,7 +42,8 @@ def _field(parameter: Parameter) -> tuple[Any, Any]:
         checks["gt" if parameter.low_open else "ge"] = parameter.low
     if parameter.high is not None:
         checks["le"] = parameter.high
-    return kind, Field(parameter.default, description=parameter.help, **checks)
+    described = f"{parameter.help} (unset: {parameter.unset})" if parameter.unset else parameter.help
+    return kind, Field(parameter.default, description=described, **checks)
 
 
 if TYPE_CHECKING:  # the parameters' fields are made at run time; the fixed ones are what code reads
