@@ -127,3 +127,14 @@ def test_the_request_model_is_made_of_the_creation_parameters() -> None:
             assert typed["exclusiveMinimum" if p.low_open else "minimum"] == p.low, p.name
         assert typed.get("maximum") == p.high, p.name
         assert ("anyOf" in field) == p.nullable, p.name
+
+
+def test_a_layout_the_database_cannot_give_is_a_409(service: Service, deployment: str) -> None:
+    """Distributed on a server without Citus, or plain in a distributed schema: the request is
+    well formed, the database's state refuses it."""
+    with service.client(service.tokens["admin"]) as admin:
+        r = admin.post("/v1/collections", json={"name": "never-made", "distributed": deployment != "citus"})
+        assert r.status_code == 409, r.text
+        assert r.headers["content-type"] == "application/problem+json"
+        assert "Citus" in r.json()["detail"]
+        assert admin.get("/v1/collections/never-made").status_code == 404
