@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from neardup.database import Database
-from neardup.errors import DatabaseError, InternalError, NeardupError
+from neardup.errors import CollectionNotFoundError, DatabaseError, InternalError, NeardupError, ParamsError
 from neardup.index import Index
 
 # Indexes of one collection in use at once: more requests wait for one. Opening an Index costs
@@ -55,7 +55,7 @@ class IndexPool:
             if index is None:
                 if not wait:
                     raise BusyError(name)
-                index = self._db.open(name)
+                index = self._open(name, slots)
             reusable = False
             try:
                 yield index
@@ -72,6 +72,17 @@ class IndexPool:
                     index.close()
         finally:
             slots.release()
+
+    def _open(self, name: str, slots: threading.BoundedSemaphore) -> Index:
+        """A new Index of ``name``. When there is no such collection its slots go too (unless an index
+        of it came back meanwhile), so requests naming unknown collections leave nothing behind."""
+        try:
+            return self._db.open(name)
+        except (CollectionNotFoundError, ParamsError):
+            with self._lock:
+                if self._slots.get(name) is slots and not self._idle.get(name):
+                    del self._slots[name]
+            raise
 
     def forget(self, name: str) -> None:
         """Close the idle indexes of ``name`` and keep none of those in use (it was dropped)."""
