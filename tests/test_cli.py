@@ -664,3 +664,17 @@ def test_the_named_command_is_found_before_parsing() -> None:
 
     # The command line spells the default schema out rather than import the storage side for it.
     assert build_parser().parse_args(["tune", "--threshold", "0.8"]).schema == DEFAULT_SCHEMA
+
+
+def test_init_takes_every_creation_parameter_with_the_library_default() -> None:
+    from neardup.config import CREATE_PARAMETERS
+
+    init = build_parser().parse_args(["init"])
+    assert {p.name: getattr(init, p.name) for p in CREATE_PARAMETERS} == {
+        p.name: p.default for p in CREATE_PARAMETERS
+    }
+    given = build_parser().parse_args(["init", "--no-store-text", "--distributed", "--shards", "3"])
+    assert (given.store_text, given.distributed, given.shards) == (False, True, 3)
+    rebuild = vars(build_parser().parse_args(["rebuild"]))
+    assert {p.name for p in CREATE_PARAMETERS if p.rebuild} <= set(rebuild)
+    assert not {p.name for p in CREATE_PARAMETERS if not p.rebuild} & set(rebuild)

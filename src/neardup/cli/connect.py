@@ -35,16 +35,17 @@ def database_url(args: argparse.Namespace) -> Iterator[str]:
 
 
 def open_database(args: argparse.Namespace, stack: ExitStack) -> Database:
-    """The command's Database, closed with ``stack``; ``args.url`` and ``args.database`` (the
-    URL without its password) say where it is."""
+    """The command's Database, closed with ``stack``."""
     from neardup.database import Database
 
     url = stack.enter_context(database_url(args))
-    db = stack.enter_context(Database(url, args.schema, pool_size=1))
-    args.url, args.database = url, db.url_redacted
-    return db
+    return stack.enter_context(Database(url, args.schema, pool_size=1))
 
 
 def open_index(args: argparse.Namespace, stack: ExitStack) -> Index:
-    """The command's collection (--collection), open until ``stack`` closes."""
-    return stack.enter_context(open_database(args, stack).open(args.collection))
+    """The command's collection (--collection), open until ``stack`` closes; ``args.url`` says
+    where it is. Opened by Index alone: a query loads nothing it does not use."""
+    from neardup.index import Index
+
+    args.url = stack.enter_context(database_url(args))
+    return stack.enter_context(Index.open(args.url, args.collection, schema=args.schema))

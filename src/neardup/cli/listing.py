@@ -78,11 +78,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     Example: neardup stats --format json
     """
+    from neardup.database import Database
+
     with ExitStack() as stack:
         index = open_index(args, stack)
         s = index.stats()
         rows: list[tuple[str, Any]] = [
-            ("database", args.database),
+            ("database", Database(args.url, args.schema).url_redacted),
             *([("data_directory", args.data_directory)] if getattr(args, "data_directory", None) else []),
             ("collection", s.name),
             ("distributed", index.distributed),
