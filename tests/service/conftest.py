@@ -15,10 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from neardup.service.credentials import digest, new_secret, shown_prefix
-from neardup.storage import tokens
-from neardup.storage.connect import connect
-from neardup.storage.scope import Scope
+from neardup.database import Database
 
 # A fresh process imports numpy, numba's cached kernels and FastAPI: seconds on a busy machine.
 STARTUP_SECONDS = 90
@@ -92,10 +89,8 @@ def start_service(url: str, schema: str, log: Path, *args: str, host: str = "127
 
 def make_token(url: str, schema: str, access: str, collection: str | None = None, name: str = "") -> str:
     """A new token stored in the schema, as `neardup token create` stores it."""
-    secret = new_secret()
-    with closing(connect(url)) as conn:
-        tokens.insert(Scope(conn, schema), digest(secret), shown_prefix(secret), access, collection, name)
-    return secret
+    with Database(url, schema) as db:
+        return db.tokens.create(access, collection, name)[1]
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from neardup import __version__
 from neardup.service import problems, review, routes
 from neardup.service.bodies import BodyTooLargeError, read_body, replay
-from neardup.service.context import Context, Settings
+from neardup.service.context import DEFAULT_MAX_BODY, Context, Settings
 from neardup.service.fast_query import FastQuery
 
 
@@ -93,6 +93,6 @@ def app_from_environment() -> Any:
             url=os.environ["NEARDUP_SERVE_URL"],
             schema=os.environ.get("NEARDUP_SERVE_SCHEMA", "neardup"),
             auth=os.environ.get("NEARDUP_SERVE_AUTH", "1") == "1",
-            max_body_bytes=int(os.environ.get("NEARDUP_SERVE_MAX_BODY", str(32 * 1024 * 1024))),
+            max_body_bytes=int(os.environ.get("NEARDUP_SERVE_MAX_BODY", str(DEFAULT_MAX_BODY))),
         )
     )

@@ -18,7 +18,6 @@ from starlette.concurrency import run_in_threadpool
 from neardup.service.context import Context
 from neardup.service.credentials import allows, digest
 from neardup.service.problems import ProblemError
-from neardup.storage import tokens
 
 SESSION_COOKIE = "nd_session"
 bearer = HTTPBearer(
@@ -60,8 +59,7 @@ def context(request: Request) -> Context:
 def from_token(ctx: Context, secret: str) -> Principal:
     """The holder of a bearer token; 401 when it is unknown or revoked."""
     key = digest(secret)
-    with ctx.db.scope() as scope:
-        row = tokens.lookup(scope, key)
+    row = ctx.db.tokens.lookup(key)
     if row is None:
         ctx.tokens.forget(key)
         raise ProblemError(401, "the token is not valid (unknown or revoked)", headers=_UNAUTHORIZED)
@@ -72,8 +70,7 @@ def from_token(ctx: Context, secret: str) -> Principal:
 
 def from_session(ctx: Context, secret: str) -> Principal | None:
     """The holder of a review session cookie, or None when it is unknown or expired."""
-    with ctx.db.scope() as scope:
-        found = tokens.session(scope, digest(secret))
+    found = ctx.db.tokens.session(digest(secret))
     if found is None:
         return None
     row, csrf = found

@@ -7,9 +7,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from neardup.database import Database
 from neardup.service.pools import IndexPool
-from neardup.storage.names import DEFAULT_SCHEMA
-from neardup.storage.pool import ConnectionPool
 
 # Request bodies above this size get 413 (`neardup serve --max-body-bytes`).
 DEFAULT_MAX_BODY = 32 * 1024 * 1024
@@ -20,7 +19,7 @@ class Settings:
     """How ``neardup serve`` was started."""
 
     url: str
-    schema: str = DEFAULT_SCHEMA
+    schema: str
     auth: bool = True
     max_body_bytes: int = DEFAULT_MAX_BODY
     session_seconds: int = 8 * 3600
@@ -63,16 +62,17 @@ class TokenCache:
 
 @dataclass
 class Context:
-    """The settings, a pool of plain connections, a pool of open indexes, and recent tokens."""
+    """The settings, the Database (its pooled connections shared by every request), a pool of
+    open indexes, and recent tokens."""
 
     settings: Settings
-    db: ConnectionPool = field(init=False)
+    db: Database = field(init=False)
     indexes: IndexPool = field(init=False)
     tokens: TokenCache = field(init=False)
 
     def __post_init__(self) -> None:
-        self.db = ConnectionPool(self.settings.url, self.settings.schema)
-        self.indexes = IndexPool(self.settings.url, self.settings.schema)
+        self.db = Database(self.settings.url, self.settings.schema)
+        self.indexes = IndexPool(self.db)
         self.tokens = TokenCache()
 
     @property

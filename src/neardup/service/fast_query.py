@@ -1,9 +1,9 @@
 """The query's fast path: the service's hottest request answered below the framework, or handed on.
 
-``POST /v1/collections/{name}/query`` costs about a millisecond in the index; FastAPI's routing,
-dependency solving and exception layers added half as much again on this project's 2-core
-machine (bench_service.py). This layer answers the request itself when everything about it is
-ordinary: tokens off, or a bearer token checked in the last seconds that may read the collection;
+``POST /v1/collections/{name}/query`` is short in the index, so FastAPI's routing, dependency
+solving and exception layers are a large share of its cost (bench_service.py measures it). This
+layer answers the request itself when everything about it is ordinary: tokens off, or a bearer
+token checked in the last seconds that may read the collection;
 a JSON body that validates; an open index of the collection free at once; a query that succeeds.
 Anything else (no token, an unknown one, too small a scope, a bad body, a busy or unknown
 collection, an error in the query) goes to the route in ``routes.py`` with the body replayed, so

@@ -12,12 +12,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from neardup.errors import DatabaseError, InternalError, NeardupError
+from neardup.database import Database
+from neardup.errors import CollectionNotFoundError, DatabaseError, InternalError, NeardupError, ParamsError
 from neardup.index import Index
 
 # Indexes of one collection in use at once: more requests wait for one. Opening an Index costs
-# milliseconds (a connection and the schema check), and a 2-core server gains nothing from more
-# concurrent queries than this; opening and closing indexes under a burst would cost more.
+# far more than a query (a connection and the schema check), and a small server gains nothing
+# from more concurrent queries than this; opening and closing indexes under a burst would cost more.
 DEFAULT_PER_COLLECTION = 8
 
 
@@ -26,11 +27,11 @@ class BusyError(Exception):
 
 
 class IndexPool:
-    """Up to ``size`` open indexes per collection, for the schema of one database."""
+    """Up to ``size`` open indexes per collection of one Database (which opens them)."""
 
-    def __init__(self, url: str, schema: str, size: int = DEFAULT_PER_COLLECTION) -> None:
+    def __init__(self, db: Database, size: int = DEFAULT_PER_COLLECTION) -> None:
         """Nothing is opened until a collection is first used."""
-        self.url, self.schema, self._size = url, schema, size
+        self._db, self._size = db, size
         self._idle: dict[str, list[Index]] = {}
         self._slots: dict[str, threading.BoundedSemaphore] = {}
         self._generation: dict[str, int] = {}
@@ -41,7 +42,7 @@ class IndexPool:
     def index(self, name: str, *, wait: bool = True) -> Iterator[Index]:
         """An open Index of collection ``name``, for this thread until the block ends (waiting while
         ``size`` requests use the collection's indexes). Without ``wait``, BusyError is raised instead of
-        waiting for a slot or opening an Index (which takes milliseconds)."""
+        waiting for a slot or opening an Index."""
         with self._lock:
             slots = self._slots.setdefault(name, threading.BoundedSemaphore(self._size))
         if not slots.acquire(blocking=wait):
@@ -54,7 +55,7 @@ class IndexPool:
             if index is None:
                 if not wait:
                     raise BusyError(name)
-                index = Index.open(self.url, name, schema=self.schema)
+                index = self._open(name, slots)
             reusable = False
             try:
                 yield index
@@ -71,6 +72,17 @@ class IndexPool:
                     index.close()
         finally:
             slots.release()
+
+    def _open(self, name: str, slots: threading.BoundedSemaphore) -> Index:
+        """A new Index of ``name``. When there is no such collection its slots go too (unless an index
+        of it came back meanwhile), so requests naming unknown collections leave nothing behind."""
+        try:
+            return self._db.open(name)
+        except (CollectionNotFoundError, ParamsError):
+            with self._lock:
+                if self._slots.get(name) is slots and not self._idle.get(name):
+                    del self._slots[name]
+            raise
 
     def forget(self, name: str) -> None:
         """Close the idle indexes of ``name`` and keep none of those in use (it was dropped)."""

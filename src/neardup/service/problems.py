@@ -18,6 +18,7 @@ from neardup.errors import (
     CollectionExistsError,
     CollectionNotFoundError,
     DatabaseConnectionError,
+    DistributedError,
     InputError,
     NeardupError,
     ParamsError,
@@ -34,6 +35,8 @@ _STATUSES: tuple[tuple[type[NeardupError], int], ...] = (
     (CollectionNotFoundError, 404),
     (CollectionExistsError, 409),
     (ParamsMismatchError, 409),
+    # A layout the database cannot give: distributed without Citus, plain in a distributed schema.
+    (DistributedError, 409),
     (InputError, 422),
     (ParamsError, 422),
     (TextNotStoredError, 422),

@@ -18,14 +18,10 @@ from fastapi import APIRouter, Depends, FastAPI, Form, Request, Security
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
-from neardup.errors import CollectionNotFoundError
 from neardup.service.auth import ANYONE, SESSION_COOKIE, Principal, bearer, context, from_session, from_token
 from neardup.service.credentials import digest, new_session
 from neardup.service.diff import side_by_side
 from neardup.service.problems import ProblemError
-from neardup.storage import labels, pages, tokens
-from neardup.storage.names import check_collection_name
-from neardup.storage.scope import Scope
 
 router = APIRouter(prefix="/review", include_in_schema=False)
 LOGIN_CSRF_COOKIE = "nd_login_csrf"
@@ -98,13 +94,6 @@ def _check_csrf(who: Principal, sent: str) -> None:
         raise ProblemError(403, "the form is stale or forged (CSRF check failed); reload the page")
 
 
-def _collection(scope: Scope, name: str) -> tuple[Scope, float, str]:
-    row = pages.collection(scope, check_collection_name(name))
-    if row is None:
-        raise CollectionNotFoundError(f"no collection named {name!r}")
-    return scope.with_collection(row.collection_id, row.distributed), row.threshold, row.name
-
-
 # -- login ----------------------------------------------------------------------------------------
 
 
@@ -150,10 +139,7 @@ def login(
         response.set_cookie(LOGIN_CSRF_COOKIE, fresh, httponly=True, samesite="strict", path="/review")
         return response
     secret, session_csrf = new_session()
-    with ctx.db.scope() as scope:
-        tokens.open_session(
-            scope, digest(secret), who.token_id or 0, session_csrf, ctx.settings.session_seconds
-        )
+    ctx.db.tokens.open_session(digest(secret), who.token_id or 0, session_csrf, ctx.settings.session_seconds)
     response = RedirectResponse(_safe_next(next), status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
@@ -177,8 +163,7 @@ def logout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
         who = from_session(ctx, cookie)
         if who is not None:
             _check_csrf(who, csrf)
-        with ctx.db.scope() as scope:
-            tokens.close_session(scope, digest(cookie))
+        ctx.db.tokens.close_session(digest(cookie))
     response = RedirectResponse("/review/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE, path="/review")
     return response
@@ -187,9 +172,8 @@ def logout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
 @router.get("/", response_class=HTMLResponse)
 def index_page(request: Request, who: Annotated[Principal, Depends(reviewer("read"))]) -> HTMLResponse:
     """The collections this token may review."""
-    with context(request).db.scope() as scope:
-        rows = pages.collections(scope)
-    names = [n for n, _, _ in rows if who.collection is None or who.collection == n]
+    rows = context(request).db.collections(counts=False)
+    names = [c.name for c in rows if who.collection is None or who.collection == c.name]
     return _page(request, "home.html", who=who, names=names)
 
 
@@ -206,14 +190,19 @@ def clusters_page(
 ) -> HTMLResponse:
     """The clusters, largest first, a page at a time."""
     key = (size, after) if size is not None and after is not None else None
-    with context(request).db.scope() as scope:
-        here, threshold, name = _collection(scope, collection)
-        rows = pages.largest_clusters(here, key, CLUSTERS_PER_PAGE + 1, IDS_SHOWN)
+    here = context(request).db.review(collection)
+    rows = here.largest_clusters(key, CLUSTERS_PER_PAGE + 1, IDS_SHOWN)
     more = len(rows) > CLUSTERS_PER_PAGE
     rows = rows[:CLUSTERS_PER_PAGE]
     following = {"size": rows[-1].size, "after": rows[-1].representative} if more else None
     return _page(
-        request, "clusters.html", who=who, name=name, threshold=threshold, clusters=rows, following=following
+        request,
+        "clusters.html",
+        who=who,
+        name=here.name,
+        threshold=here.threshold,
+        clusters=rows,
+        following=following,
     )
 
 
@@ -222,17 +211,16 @@ def cluster_page(
     request: Request, collection: str, cluster: int, who: Annotated[Principal, Depends(reviewer("read"))]
 ) -> HTMLResponse:
     """A cluster's members with their metadata, and its pairs, most similar first."""
-    with context(request).db.scope() as scope:
-        here, _, name = _collection(scope, collection)
-        members = pages.cluster_members(here, cluster, MEMBERS_SHOWN + 1)
-        pairs = pages.cluster_pairs(here, cluster, PAIRS_SHOWN + 1)
+    here = context(request).db.review(collection)
+    members = here.cluster_members(cluster, MEMBERS_SHOWN + 1)
+    pairs = here.cluster_pairs(cluster, PAIRS_SHOWN + 1)
     if not members:
-        raise ProblemError(404, f"no cluster {cluster} in collection {name!r}")
+        raise ProblemError(404, f"no cluster {cluster} in collection {here.name!r}")
     return _page(
         request,
         "cluster.html",
         who=who,
-        name=name,
+        name=here.name,
         cluster=cluster,
         members=members[:MEMBERS_SHOWN],
         more_members=len(members) > MEMBERS_SHOWN,
@@ -251,22 +239,22 @@ def pair_page(
     saved: bool = False,
 ) -> HTMLResponse:
     """Two documents side by side: shared passages marked, the similarity and how it was measured."""
-    with context(request).db.scope() as scope:
-        here, threshold, name = _collection(scope, collection)
-        doc_a, doc_b = pages.document(here, a), pages.document(here, b)
-        if doc_a is None or doc_b is None:
-            raise ProblemError(
-                404, f"no document {(a if doc_a is None else b)!r:.200} in collection {name!r}"
-            )
-        stored = pages.pair(here, a, b) if a != b else None
-        label = labels.get(here, a, b) if a != b else None
+    db = context(request).db
+    here = db.review(collection)
+    doc_a, doc_b = here.document(a), here.document(b)
+    if doc_a is None or doc_b is None:
+        raise ProblemError(
+            404, f"no document {(a if doc_a is None else b)!r:.200} in collection {here.name!r}"
+        )
+    stored = here.pair(a, b) if a != b else None
+    label = db.labels.get(here.name, a, b) if a != b else None
     view = side_by_side(doc_a.text or "", doc_b.text or "") if doc_a.text and doc_b.text else None
     return _page(
         request,
         "pair.html",
         who=who,
-        name=name,
-        threshold=threshold,
+        name=here.name,
+        threshold=here.threshold,
         a=doc_a,
         b=doc_b,
         stored=stored,
@@ -292,10 +280,8 @@ def label_pair(
     _check_csrf(who, csrf)
     if "\x00" in a + b + note:
         raise ProblemError(422, "the form holds a NUL character")
-    with context(request).db.scope() as scope:
-        here, _, name = _collection(scope, collection)
-        labels.put(here, a, b, label, note, who.token_id, who.name)
-    target = f"/review/{name}/pair?" + urlencode({"a": a, "b": b, "saved": "true"})
+    context(request).db.labels.put(collection, a, b, label, note, who.token_id, who.name)
+    target = f"/review/{collection}/pair?" + urlencode({"a": a, "b": b, "saved": "true"})
     return RedirectResponse(target, status_code=303)
 
 
@@ -304,12 +290,11 @@ def document_page(
     request: Request, collection: str, id: str, who: Annotated[Principal, Depends(reviewer("read"))]
 ) -> HTMLResponse:
     """Search by id: the document, its metadata and its near-duplicates."""
-    with context(request).db.scope() as scope:
-        here, _, name = _collection(scope, collection)
-        doc = pages.document(here, id) if "\x00" not in id else None
-        found = pages.document_pairs(here, id) if doc is not None else []
+    here = context(request).db.review(collection)
+    doc = here.document(id) if "\x00" not in id else None
+    found = here.document_pairs(id) if doc is not None else []
     status = 200 if doc is not None else 404
-    return _page(request, "document.html", status, who=who, name=name, id=id, doc=doc, pairs=found)
+    return _page(request, "document.html", status, who=who, name=here.name, id=id, doc=doc, pairs=found)
 
 
 @router.post("/{collection}/search", response_class=HTMLResponse)
@@ -322,6 +307,6 @@ def search(
 ) -> HTMLResponse:
     """Paste a text: the stored documents similar to it, best first."""
     _check_csrf(who, csrf)
-    with context(request).indexes.index(check_collection_name(collection)) as index:
+    with context(request).indexes.index(collection) as index:
         hits = index.query(text, limit=100)
     return _page(request, "matches.html", who=who, name=collection, text=text, matches=hits)

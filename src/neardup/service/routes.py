@@ -1,4 +1,4 @@
-"""The JSON API under /v1 and /healthz: parse the request, call the Index or storage, format."""
+"""The JSON API under /v1 and /healthz: parse the request, call the Index or the Database, format."""
 
 from __future__ import annotations
 
@@ -16,16 +16,12 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from neardup.errors import CollectionNotFoundError, InputError, NeardupError
-from neardup.index import Index
 from neardup.records import Document, documents
 from neardup.service import models
 from neardup.service.auth import Principal, context, require
 from neardup.service.fast_query import matches_body, text_ok
 from neardup.service.pools import BusyError
 from neardup.service.problems import MEDIA_TYPE, ProblemError
-from neardup.storage import labels, pages
-from neardup.storage.names import check_collection_name
-from neardup.storage.scope import Scope
 
 router = APIRouter()
 NDJSON = "application/x-ndjson"
@@ -122,21 +118,6 @@ def _records(body: bytes, content_type: str) -> list[Document]:
     return list(documents(items))
 
 
-def _collection_scope(scope: Scope, name: str) -> Scope:
-    row = pages.collection(scope, check_collection_name(name))
-    if row is None:
-        raise CollectionNotFoundError(f"no collection named {name!r}")
-    return scope.with_collection(row.collection_id, row.distributed)
-
-
-def _threshold_floor(scope: Scope, name: str, min_jaccard: float | None) -> tuple[Scope, float]:
-    row = pages.collection(scope, check_collection_name(name))
-    if row is None:
-        raise CollectionNotFoundError(f"no collection named {name!r}")
-    floor = row.threshold if min_jaccard is None else min_jaccard
-    return scope.with_collection(row.collection_id, row.distributed), floor
-
-
 # -- health and collections -----------------------------------------------------------------------
 
 
@@ -153,13 +134,12 @@ def healthz(request: Request) -> dict[str, str]:
 @router.get("/v1/collections", response_model=models.CollectionList, responses=_PROBLEMS)
 def list_collections(request: Request, who: Read) -> dict[str, Any]:
     """The collections this token may read."""
-    with context(request).db.scope() as scope:
-        rows = pages.collections(scope)
+    rows = context(request).db.collections(counts=False)
     return {
         "collections": [
-            {"name": n, "threshold": t, "store_text": s}
-            for n, t, s in rows
-            if who.collection is None or who.collection == n
+            {"name": c.name, "threshold": c.threshold, "store_text": c.store_text}
+            for c in rows
+            if who.collection is None or who.collection == c.name
         ]
     }
 
@@ -168,13 +148,7 @@ def list_collections(request: Request, who: Read) -> dict[str, Any]:
 def create_collection(request: Request, body: models.NewCollection, who: Admin) -> dict[str, Any]:
     """Create a collection with the parameters of ``neardup init`` (admin)."""
     who.require("admin", body.name)
-    ctx = context(request)
-    options = body.model_dump(exclude={"name", "threshold", "bands", "rows"})
-    if body.bands is not None or body.rows is not None:
-        options.update(bands=body.bands, rows=body.rows)
-    with Index.create(
-        ctx.settings.url, body.name, body.threshold, schema=ctx.settings.schema, **options
-    ) as index:
+    with context(request).db.create(body.name, **body.model_dump(exclude={"name"})) as index:
         return {
             "name": index.name,
             "threshold": index.threshold,
@@ -212,8 +186,7 @@ def drop_collection(request: Request, name: str, who: Admin) -> Response:
     """Drop a collection with everything in it (admin)."""
     ctx = context(request)
     ctx.indexes.forget(name)
-    with ctx.db.scope() as scope:
-        dropped = pages.drop_collection(scope, name)
+    dropped = ctx.db.drop(name)
     ctx.indexes.forget(name)
     if not dropped:
         raise CollectionNotFoundError(f"no collection named {name!r}")
@@ -255,12 +228,11 @@ async def add_documents(request: Request, name: str, who: Write) -> dict[str, in
 def get_document(request: Request, name: str, doc_id: str, who: Read) -> dict[str, Any]:
     """A document's text, metadata, cluster and near-duplicates."""
     _text_ok(doc_id, "the id", stored=True)
-    with context(request).db.scope() as scope:
-        here = _collection_scope(scope, name)
-        doc = pages.document(here, doc_id)
-        if doc is None:
-            raise ProblemError(404, f"no document {doc_id!r:.200} in collection {name!r}")
-        found = pages.document_pairs(here, doc_id)
+    here = context(request).db.review(name)
+    doc = here.document(doc_id)
+    if doc is None:
+        raise ProblemError(404, f"no document {doc_id!r:.200} in collection {name!r}")
+    found = here.document_pairs(doc_id)
     return {
         "id": doc.id,
         "text": doc.text,
@@ -305,9 +277,9 @@ async def query(request: Request, name: str, who: Read) -> Response:
         return Response(matches_body(hits), media_type="application/json")
 
     # Ordinary queries are answered before they get here (fast_query.py); those that come here
-    # answer the same way. A query takes about a millisecond: with an open index free at once it
-    # runs on the event loop, since the hop to a worker thread and back costs half as much again
-    # on a small machine (bench_service.py); otherwise it waits for one in a worker thread.
+    # answer the same way. A query is short: with an open index free at once it runs on the event
+    # loop, since the hop to a worker thread and back is a large share of its cost (measured in
+    # bench_service.py); otherwise it waits for one in a worker thread.
     try:
         return run(wait=False)
     except BusyError:
@@ -371,9 +343,7 @@ def list_pairs(
             _ndjson({"id_a": a, "id_b": b, "jaccard": j} for a, b, j in rows), media_type=NDJSON
         )
     key = _after(after, 2)
-    with ctx.db.scope() as scope:
-        here, floor = _threshold_floor(scope, name, min_jaccard)
-        rows_ = pages.pairs_page(here, floor, (key[0], key[1]) if key else None, limit + 1)
+    rows_ = ctx.db.review(name).pairs_page(min_jaccard, (key[0], key[1]) if key else None, limit + 1)
     more = len(rows_) > limit
     rows_ = rows_[:limit]
     return {
@@ -392,26 +362,23 @@ def list_clusters(
 ) -> Any:
     """Clusters by representative, a page at a time; all of them as NDJSON with
     ``Accept: application/x-ndjson``."""
-    ctx = context(request)
     key = _after(after, 1)
-    with ctx.db.scope() as scope:
-        here = _collection_scope(scope, name)
-        if not _wants_ndjson(request):
-            rows = pages.clusters_page(here, key[0] if key else None, limit + 1)
-            more = len(rows) > limit
-            rows = rows[:limit]
-            return {
-                "clusters": [
-                    {"cluster": c.cluster, "representative": c.representative, "ids": c.ids} for c in rows
-                ],
-                "next": _cursor([rows[-1].representative]) if more else None,
-            }
+    here = context(request).db.review(name)
+    if not _wants_ndjson(request):
+        rows = here.clusters_page(key[0] if key else None, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return {
+            "clusters": [
+                {"cluster": c.cluster, "representative": c.representative, "ids": c.ids} for c in rows
+            ],
+            "next": _cursor([rows[-1].representative]) if more else None,
+        }
 
     def stream() -> Iterator[dict[str, Any]]:
         last = None
         while True:
-            with ctx.db.scope() as scope:
-                batch = pages.clusters_page(scope.with_collection(here.collection_id), last, DEFAULT_PAGE)
+            batch = here.clusters_page(last, DEFAULT_PAGE)
             for c in batch:
                 yield {"cluster": c.cluster, "representative": c.representative, "ids": c.ids}
             if len(batch) < DEFAULT_PAGE:
@@ -429,16 +396,13 @@ def put_label(request: Request, name: str, body: models.NewLabel, who: Write) ->
     """Label a pair "duplicate" or "not_duplicate", with an optional note (replacing an earlier label)."""
     for value, what in ((body.id_a, "'id_a'"), (body.id_b, "'id_b'"), (body.note, "'note'")):
         _text_ok(value, what, stored=True)
-    with context(request).db.scope() as scope:
-        here = _collection_scope(scope, name)
-        labels.put(here, body.id_a, body.id_b, body.label, body.note, who.token_id, who.name)
+    context(request).db.labels.put(name, body.id_a, body.id_b, body.label, body.note, who.token_id, who.name)
     return Response(status_code=204)
 
 
 @router.get("/v1/collections/{name}/labels", response_model=models.Labels, responses=_PROBLEMS)
 def get_labels(request: Request, name: str, who: Read) -> JSONResponse:
     """Every label of the collection, with each pair's current similarity."""
-    with context(request).db.scope() as scope:
-        _collection_scope(scope, name)
-        rows = labels.export(scope, name)
+    db = context(request).db
+    rows = db.labels.export(db.review(name).name)  # review: 404 for an unknown collection
     return JSONResponse({"labels": [r.to_dict() for r in rows]})
