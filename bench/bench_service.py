@@ -50,8 +50,8 @@ from _common import (
     pct,
     read_jsonl,
 )
+from neardup.credentials import digest, new_secret, shown_prefix
 from neardup.index import Index
-from neardup.service.credentials import digest, new_secret, shown_prefix
 from neardup.storage import tokens
 from neardup.storage.connect import connect
 from neardup.storage.scope import Scope

@@ -178,7 +178,7 @@ def test_labels(db: Database, filled: str) -> None:
 
 
 def test_tokens_and_sessions(database_url: str, fresh_schema: str) -> None:
-    from neardup.service.credentials import digest
+    from neardup.credentials import digest
 
     with Database(database_url, fresh_schema) as db:
         token_id, secret = db.tokens.create("write", "news", "bot")  # migrates the new schema

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from neardup.config import DEFAULT_THRESHOLD
+from neardup.credentials import ACCESS_LEVELS, digest, new_secret, shown_prefix
 from neardup.errors import CollectionNotFoundError, ParamsError
 from neardup.storage import catalog, labels, migrate, pages, statistics, tokens
 from neardup.storage.connect import redacted, transaction, translated
@@ -288,8 +289,6 @@ class Tokens:
         """A new token allowed ``access`` (read, write or admin) on ``collection`` (None: every
         one): its id and its secret, which is shown once and never stored. The schema is migrated
         first if it is missing or behind."""
-        from neardup.service.credentials import ACCESS_LEVELS, digest, new_secret, shown_prefix
-
         if access not in ACCESS_LEVELS:
             raise ParamsError(
                 f"a token's scope must be one of {', '.join(ACCESS_LEVELS)}, got {access!r:.40}"
@@ -383,6 +382,7 @@ class Labels:
 
 
 __all__ = [
+    "DEFAULT_SCHEMA",
     "LABELS",
     "ClusterRow",
     "CollectionInfo",

@@ -14,7 +14,7 @@ TOKEN_COLUMNS = ("id", "prefix", "scope", "collection", "name", "created_at", "l
 
 
 def _token_options(p: argparse.ArgumentParser) -> None:
-    from neardup.service.credentials import ACCESS_LEVELS
+    from neardup.credentials import ACCESS_LEVELS
 
     p.add_argument("action", choices=("create", "list", "revoke"))
     p.add_argument("token", nargs="?", default="", help="revoke: the token's id or prefix")
@@ -38,8 +38,8 @@ def cmd_token(args: argparse.Namespace) -> int:
 
     Example: neardup token create --scope write --collection news --name ingest-bot
     """
+    from neardup.credentials import shown_prefix
     from neardup.errors import ParamsError
-    from neardup.service.credentials import shown_prefix
 
     if args.action == "create" and args.scope is None:
         raise ParamsError("token create needs --scope read, write or admin")

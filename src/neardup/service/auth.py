@@ -15,8 +15,8 @@ from fastapi import Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
+from neardup.credentials import allows, digest
 from neardup.service.context import Context
-from neardup.service.credentials import allows, digest
 from neardup.service.problems import ProblemError
 
 SESSION_COOKIE = "nd_session"

@@ -19,10 +19,10 @@ import re
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from neardup.credentials import digest
 from neardup.service import models
 from neardup.service.bodies import read_body, replay
 from neardup.service.context import Context
-from neardup.service.credentials import digest
 from neardup.service.problems import ProblemError
 
 # The route's path; a collection name never holds a slash (storage.names).

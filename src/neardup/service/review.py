@@ -18,8 +18,8 @@ from fastapi import APIRouter, Depends, FastAPI, Form, Request, Security
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
+from neardup.credentials import digest, new_session
 from neardup.service.auth import ANYONE, SESSION_COOKIE, Principal, bearer, context, from_session, from_token
-from neardup.service.credentials import digest, new_session
 from neardup.service.diff import side_by_side
 from neardup.service.problems import ProblemError
 
