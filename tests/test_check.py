@@ -13,6 +13,7 @@ from neardup import search
 from neardup.core import shingles
 from neardup.errors import InputError, ParamsError
 from neardup.index import CheckResult, Index
+from neardup.ingest import verification
 from neardup.storage import buckets, documents
 from tests._corpus import planted_corpus
 from tests._state import collection_state
@@ -168,7 +169,7 @@ def test_stored_texts_read_ahead_on_the_second_connection_give_the_same_answers(
     first = set(used)
     assert len(first) == 1
     used.clear()
-    monkeypatch.setattr(search, "READ_AHEAD", 0)  # every batch's texts read ahead
+    monkeypatch.setattr(verification, "READ_AHEAD", 0)  # every batch's texts read ahead
     ahead = list(index.check(inputs, batch_size=100))
     assert ahead == alone
     assert any(r.matches for r in ahead)

@@ -21,13 +21,13 @@ from neardup.core.params import Params
 from neardup.core.shingle import ShingleKind
 from neardup.errors import (
     CollectionExistsError,
-    CollectionNotFoundError,
     NeardupError,
     ParamsError,
     UnicodeVersionWarning,
 )
 from neardup.evaluation import Evaluation
 from neardup.ingest import DEFAULT_BATCH_SIZE, AddResult, Writer, parallel
+from neardup.ingest.collection import config_of, open_collection
 from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.measure import evaluate
 from neardup.records import Record, to_document
@@ -76,8 +76,7 @@ class Index:
         self._scope = scope.with_collection(row.collection_id, row.distributed)
         self.name = row.name
         self.schema = scope.schema
-        config = IndexConfig(row.threshold, Params.from_dict(row.params), row.store_text)
-        self._writer = Writer(conn, url, self._scope, row.name, config)
+        self._writer = Writer(conn, url, self._scope, row.name, config_of(row))
         if row.unicode_version != unicodedata.unidata_version:
             warnings.warn(
                 f"collection {row.name!r} was built with Unicode {row.unicode_version}, this Python has "
@@ -200,14 +199,8 @@ class Index:
     ) -> Index:
         """Open an existing collection; with ``params``, refuse if the stored ones differ."""
         check_collection_name(name)
-        conn = connect(url)
+        conn, scope, row = open_collection(url, schema, name)
         try:
-            scope = Scope(conn, schema)
-            migrate.require_head(conn, schema)
-            with translated(f"opening collection {name!r}"):
-                row = catalog.get(scope, name)
-            if row is None:
-                raise CollectionNotFoundError(f"no collection named {name!r} in schema {schema!r}")
             if params is not None:
                 Params.from_dict(row.params).require_same(params)
             return cls(conn, scope, row, url)
