@@ -28,7 +28,7 @@ from neardup.core.lsh import distinct_keys
 from neardup.core.ragged import Ragged
 from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import BatchPlan
-from neardup.ingest.stages import stage, timed
+from neardup.ingest.stages import stage
 from neardup.ingest.store import insert_indexed
 from neardup.storage import buckets, catalog
 from neardup.storage import documents as document_rows
@@ -170,9 +170,7 @@ class Bulk:
 
     def groups(self, ctx: BatchContext, plan: BatchPlan, rows: Rows) -> Ragged:
         _bulk_insert(ctx.scope, rows)
-        shared = _shared_buckets(ctx.scope)
-        with timed("group buckets"):
-            groups = bucket_groups(*shared)
+        groups = _grouped_shared(_shared_buckets(ctx.scope))
         _build_index(ctx.scope)
         return groups
 
@@ -191,6 +189,11 @@ def _shared_buckets(scope: Scope) -> Rows:
     return buckets.shared_buckets(scope)
 
 
+@stage("group buckets")
+def _grouped_shared(shared: Rows) -> Ragged:
+    return bucket_groups(*shared)
+
+
 @stage("bulk: build the bucket index")
 def _build_index(scope: Scope) -> None:
     buckets.create_index(scope)
@@ -207,24 +210,33 @@ class Deferred:
     documents_written: Future[None] | None
 
     def groups(self, ctx: BatchContext, plan: BatchPlan, rows: Rows) -> Ragged:
-        stored = _hold(self.memory, rows)
-        with timed("group buckets"):
-            return _grouped(stored, rows)
+        return _grouped_held(_hold(self.memory, rows), rows)
 
     def written(self, ctx: BatchContext, rows: Rows) -> None:
         if self.documents_written is not None:
-            with timed("wait for the documents COPY"):
-                self.documents_written.result()
+            _wait_documents(self.documents_written)
         _insert_unindexed(ctx.scope, rows)
         if self.memory.rows >= DEFERRED_ROWS:
-            with timed("build the deferred bucket index"):
-                buckets.create_index(ctx.scope)
+            _build_deferred_index(ctx.scope)
             self.deferral.memory = None
 
 
 @stage("deferred: look up and hold bucket rows in memory")
 def _hold(memory: IngestMemory, rows: Rows) -> Rows:
     return memory.add(*rows)
+
+
+_grouped_held = stage("group buckets")(_grouped)
+
+
+@stage("wait for the documents COPY")
+def _wait_documents(documents_written: Future[None]) -> None:
+    documents_written.result()
+
+
+@stage("build the deferred bucket index")
+def _build_deferred_index(scope: Scope) -> None:
+    buckets.create_index(scope)
 
 
 @stage("deferred: COPY bucket rows, no index")

@@ -255,15 +255,7 @@ class Writer:
             ctx, batch, sketch, stored, row, indexed, pre, pool
         )
         memory = self._deferral.planned(plan, new_hashes)
-        probe: Future[Rows] | None = None
-        if memory is None and not plan.bulk and plan.keys.shape[0] > 0:
-            if pre is not None and pre.stored and pre.writes == row.writes:
-                probe = Future()  # nothing was committed since its snapshot: its probe is this one's
-                probe.set_result(pre.stored)
-            elif pool is not None:
-                # It sees what was committed before this batch, which is everything stored, since
-                # this transaction holds the collection's lock, and nothing of this batch.
-                probe = submit(pool, _probe, ctx.second, plan.keys)
+        probe = _probe_early(ctx, plan, pre, row, pool) if memory is None else None
         old_contents = store.delete_replaced(ctx.scope, plan)
         if plan.new_ids.size and written is None:
             store.copy_contents(ctx.scope, plan, sketch)
@@ -353,6 +345,28 @@ def _documents(ctx: BatchContext, batch: Batch, plan: BatchPlan, name: str) -> N
     """The batch's documents COPY, timed as stage ``name``."""
     with timed(name):
         store.insert_documents(ctx, batch, plan)
+
+
+def _probe_early(
+    ctx: BatchContext,
+    plan: BatchPlan,
+    pre: Prework | None,
+    row: catalog.CollectionRow,
+    pool: ThreadPoolExecutor | None,
+) -> Future[Rows] | None:
+    """The stored members of the batch's buckets, probed while the batch writes; None where it
+    probes none (bulk), or probes when it needs them (without a pool: a rebuild)."""
+    if plan.bulk or plan.keys.shape[0] == 0:
+        return None
+    if pre is not None and pre.stored and pre.writes == row.writes:
+        probe: Future[Rows] = Future()  # nothing was committed since its snapshot: its probe is this one's
+        probe.set_result(pre.stored)
+        return probe
+    if pool is None:
+        return None
+    # It sees what was committed before this batch, which is everything stored, since this
+    # transaction holds the collection's lock, and nothing of this batch.
+    return submit(pool, _probe, ctx.second, plan.keys)
 
 
 def _probe(second: Callable[[], Scope], keys: npt.NDArray[np.int64]) -> Rows:
