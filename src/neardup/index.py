@@ -63,6 +63,31 @@ class Stats:
     """Bytes on disk of each table's partition: (rows with their TOAST, indexes)."""
 
 
+def _insert_or_reuse(
+    scope: Scope, name: str, config: IndexConfig, distributed: bool, exist_ok: bool
+) -> catalog.CollectionRow:
+    """The row of a new collection ``name``, or with ``exist_ok`` of the existing one if its
+    parameters are ``config``'s."""
+    catalog.lock_name(scope, name)
+    row = catalog.get(scope, name)
+    if row is None:
+        return catalog.insert(
+            scope,
+            name,
+            config.params.to_dict(),
+            config.threshold,
+            config.store_text,
+            unicodedata.unidata_version,
+            distributed,
+        )
+    if not exist_ok:
+        raise CollectionExistsError(
+            f"collection {name!r} exists already; open it, or pass exist_ok=True to reuse it"
+        )
+    config_of(row).require_same(config)
+    return row
+
+
 class Index:
     """A near-duplicate index stored in PostgreSQL: one named collection of documents.
 
@@ -169,25 +194,7 @@ class Index:
             with translated(f"preparing schema {schema!r} for collection {name!r}"), transaction(conn):
                 distributed = citus.prepare(scope, distributed, shards, redacted(url))
             with translated(f"creating collection {name!r}"), transaction(conn):
-                catalog.lock_name(scope, name)
-                row = catalog.get(scope, name)
-                if row is None:
-                    row = catalog.insert(
-                        scope,
-                        name,
-                        config.params.to_dict(),
-                        config.threshold,
-                        config.store_text,
-                        unicodedata.unidata_version,
-                        distributed,
-                    )
-                elif not exist_ok:
-                    raise CollectionExistsError(
-                        f"collection {name!r} exists already; open it, or pass exist_ok=True to reuse it"
-                    )
-                else:
-                    stored = IndexConfig(row.threshold, Params.from_dict(row.params), row.store_text)
-                    stored.require_same(config)
+                row = _insert_or_reuse(scope, name, config, distributed, exist_ok)
             return cls(conn, scope, row, url)
         except BaseException:
             conn.close()

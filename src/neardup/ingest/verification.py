@@ -218,7 +218,7 @@ def verify_matches(
     hopeful, else 0; the estimate where texts are not stored. With ``helper`` (the collection on
     a second connection), many candidates' texts are read and shingled there meanwhile."""
     ids = np.unique(content)
-    read_ahead = config.store_text and not scope.distributed and ids.size >= READ_AHEAD and helper
+    read_ahead = helper is not None and config.store_text and not scope.distributed and ids.size >= READ_AHEAD
     with _shingles_ahead(scope, helper, sketcher, ids) if read_ahead and helper else nullcontext() as ahead:
         stored_ids, stored_sigs = contents.signatures(scope, ids.tolist(), config.params.num_perm)
         used = np.unique(inputs)
@@ -235,18 +235,14 @@ def verify_matches(
             needed = np.unique(content[chosen])
             texts = documents.texts(scope, needed.tolist())
             stored = [texts[i] for i in needed.tolist()]
-        rows = np.unique(inputs[chosen])
-        right = np.searchsorted(needed, content[chosen])
         sim = np.zeros(content.size)
-        sim[chosen] = exact_similarity(
-            sketcher,
-            stored,
-            sketch,
-            rows,
-            len(stored) + np.searchsorted(rows, inputs[chosen]),
-            right,
-            rows.size + (np.unique(right).size if ahead is not None else needed.size),
-        )
+        if chosen.size:
+            rows = np.unique(inputs[chosen])
+            right = np.searchsorted(needed, content[chosen])
+            # Read ahead, every candidate's text is there, in a pair or not.
+            in_pairs = rows.size + (np.unique(right).size if ahead is not None else needed.size)
+            left = len(stored) + np.searchsorted(rows, inputs[chosen])
+            sim[chosen] = exact_similarity(sketcher, stored, sketch, rows, left, right, in_pairs)
         return sim
 
 
