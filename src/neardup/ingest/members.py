@@ -15,12 +15,13 @@ Each groups the batch's new bucket rows with the stored rows that share a bucket
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from neardup.core.candidates import bucket_groups
 from neardup.core.ingest_memory import IngestMemory
@@ -28,7 +29,8 @@ from neardup.core.lsh import distinct_keys
 from neardup.core.ragged import Ragged
 from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import BatchPlan
-from neardup.ingest.stages import stage
+from neardup.ingest.prework import Prework
+from neardup.ingest.stages import stage, submit
 from neardup.ingest.store import insert_indexed
 from neardup.storage import buckets, catalog
 from neardup.storage import documents as document_rows
@@ -108,6 +110,36 @@ def choose(
     if plan.bulk:
         return Bulk()
     return Probe(probe, dropped, rows_written)
+
+
+def probe_early(
+    ctx: BatchContext,
+    plan: BatchPlan,
+    pre: Prework | None,
+    row: catalog.CollectionRow,
+    pool: ThreadPoolExecutor | None,
+) -> Future[Rows] | None:
+    """The stored members of the batch's buckets, probed while the batch writes; None where it
+    probes none (bulk), or probes when it needs them (without a pool: a rebuild)."""
+    if plan.bulk or plan.keys.shape[0] == 0:
+        return None
+    if pre is not None and pre.stored and pre.writes == row.writes:
+        probe: Future[Rows] = Future()  # nothing was committed since its snapshot: its probe is this one's
+        probe.set_result(pre.stored)
+        return probe
+    if pool is None:
+        return None
+    # It sees what was committed before this batch, which is everything stored, since this
+    # transaction holds the collection's lock, and nothing of this batch.
+    return submit(pool, _probe, ctx.second, plan.keys)
+
+
+def _probe(second: Callable[[], Scope], keys: npt.NDArray[np.int64]) -> Rows:
+    """Stored (band, bucket, content) rows sharing a bucket with ``keys``, read on the second
+    connection."""
+    scope = second()
+    with scope.conn.transaction():
+        return buckets.members_of(scope, *distinct_keys(keys))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from concurrent import futures
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -25,14 +25,14 @@ import numpy.typing as npt
 
 from neardup.config import IndexConfig
 from neardup.core.candidates import candidate_pairs
-from neardup.core.lsh import bucket_rows, distinct_keys
+from neardup.core.lsh import bucket_rows
 from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketch, Sketcher
 from neardup.errors import InputError, ParamsError
 from neardup.ingest import prework, store, verification
 from neardup.ingest.ahead import WritingAhead
 from neardup.ingest.context import BatchContext, Connections, on
-from neardup.ingest.members import Deferral, Members, Rows, choose
+from neardup.ingest.members import Deferral, Members, choose, probe_early
 from neardup.ingest.plan import Batch, BatchPlan
 from neardup.ingest.prework import Prework, Verdicts
 from neardup.ingest.reading import Upcoming
@@ -255,7 +255,7 @@ class Writer:
             ctx, batch, sketch, stored, row, indexed, pre, pool
         )
         memory = self._deferral.planned(plan, new_hashes)
-        probe = _probe_early(ctx, plan, pre, row, pool) if memory is None else None
+        probe = probe_early(ctx, plan, pre, row, pool) if memory is None else None
         old_contents = store.delete_replaced(ctx.scope, plan)
         if plan.new_ids.size and written is None:
             store.copy_contents(ctx.scope, plan, sketch)
@@ -345,36 +345,6 @@ def _documents(ctx: BatchContext, batch: Batch, plan: BatchPlan, name: str) -> N
     """The batch's documents COPY, timed as stage ``name``."""
     with timed(name):
         store.insert_documents(ctx, batch, plan)
-
-
-def _probe_early(
-    ctx: BatchContext,
-    plan: BatchPlan,
-    pre: Prework | None,
-    row: catalog.CollectionRow,
-    pool: ThreadPoolExecutor | None,
-) -> Future[Rows] | None:
-    """The stored members of the batch's buckets, probed while the batch writes; None where it
-    probes none (bulk), or probes when it needs them (without a pool: a rebuild)."""
-    if plan.bulk or plan.keys.shape[0] == 0:
-        return None
-    if pre is not None and pre.stored and pre.writes == row.writes:
-        probe: Future[Rows] = Future()  # nothing was committed since its snapshot: its probe is this one's
-        probe.set_result(pre.stored)
-        return probe
-    if pool is None:
-        return None
-    # It sees what was committed before this batch, which is everything stored, since this
-    # transaction holds the collection's lock, and nothing of this batch.
-    return submit(pool, _probe, ctx.second, plan.keys)
-
-
-def _probe(second: Callable[[], Scope], keys: npt.NDArray[np.int64]) -> Rows:
-    """Stored (band, bucket, content) rows sharing a bucket with ``keys``, read on the second
-    connection."""
-    scope = second()
-    with scope.conn.transaction():
-        return buckets.members_of(scope, *distinct_keys(keys))
 
 
 def _pair(
