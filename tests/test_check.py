@@ -13,6 +13,7 @@ from neardup import search
 from neardup.core import shingles
 from neardup.errors import InputError, ParamsError
 from neardup.index import CheckResult, Index
+from neardup.ingest import verification
 from neardup.storage import buckets, documents
 from tests._corpus import planted_corpus
 from tests._state import collection_state
@@ -65,6 +66,25 @@ def test_check_equals_brute_force_and_stores_nothing(
     # check answers as query does, one text at a time.
     for (_, text), result in zip(inputs, results, strict=True):
         assert result.matches == index.query(text)
+
+
+@pytest.mark.parametrize("read_ahead", [0, 10**9])  # stored texts shingled ahead, or read here
+@pytest.mark.parametrize("pairs_per_text", [0, 10**9])  # shingle sets sorted first, or as shingled
+def test_check_answers_the_same_whichever_way_shingles_are_compared(
+    make_index: MakeIndex, monkeypatch: pytest.MonkeyPatch, pairs_per_text: int, read_ahead: int
+) -> None:
+    docs = planted_corpus(n_sources=12, copies=2, seed=3)
+    index = make_index(**EXHAUSTIVE)
+    index.add(docs[:24])
+    inputs = [*docs[24:], docs[0]]
+    monkeypatch.setattr(verification, "UNSORTED_PAIRS_PER_TEXT", pairs_per_text)
+    monkeypatch.setattr(verification, "READ_AHEAD", read_ahead)
+    results = list(index.check(inputs, batch_size=100))
+    assert any(r.matches for r in results)
+    for (doc_id, text), result in zip(inputs, results, strict=True):
+        expected = brute_force_matches(docs[:24], text, index, 0.5)
+        assert [m[0] for m in result.matches] == [m[0] for m in expected], doc_id
+        assert [m[1] for m in result.matches] == pytest.approx([m[1] for m in expected])
 
 
 def test_check_floor_limit_and_bad_input(make_index: MakeIndex) -> None:
@@ -168,7 +188,7 @@ def test_stored_texts_read_ahead_on_the_second_connection_give_the_same_answers(
     first = set(used)
     assert len(first) == 1
     used.clear()
-    monkeypatch.setattr(search, "READ_AHEAD", 0)  # every batch's texts read ahead
+    monkeypatch.setattr(verification, "READ_AHEAD", 0)  # every batch's texts read ahead
     ahead = list(index.check(inputs, batch_size=100))
     assert ahead == alone
     assert any(r.matches for r in ahead)

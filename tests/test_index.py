@@ -25,7 +25,7 @@ from neardup.errors import (
     ParamsMismatchError,
 )
 from neardup.index import AddResult, Index
-from neardup.ingest import writer
+from neardup.ingest import verification
 from neardup.storage import verified_pairs as pairs_storage
 from tests._corpus import brute_force_pairs, components, planted_corpus
 from tests.conftest import psycopg_url
@@ -74,13 +74,13 @@ def test_small_collection_pairs_clusters_and_query(make_index: MakeIndex) -> Non
     )
 
 
-@pytest.mark.parametrize("pairs_per_text", [0, writer.UNSORTED_PAIRS_PER_TEXT, 10**9])
+@pytest.mark.parametrize("pairs_per_text", [0, verification.UNSORTED_PAIRS_PER_TEXT, 10**9])
 def test_exact_verification_equals_brute_force(
     make_index: MakeIndex, pairs_per_text: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Float for float, whether the writer sorts every text's set (0), compares every pair's
     shingles as shingled (10**9) or picks one by the pairs per text (the default)."""
-    monkeypatch.setattr(writer, "UNSORTED_PAIRS_PER_TEXT", pairs_per_text)
+    monkeypatch.setattr(verification, "UNSORTED_PAIRS_PER_TEXT", pairs_per_text)
     docs = planted_corpus(n_sources=25, copies=3, seed=7)
     index = make_index(**EXHAUSTIVE)
     index.add(docs, batch_size=17)
@@ -585,13 +585,13 @@ def test_a_batch_failing_while_its_documents_are_written_alongside_leaves_nothin
     """An ingest into an empty collection writes each batch's documents on a worker while it
     verifies the batch's candidates: a failure on either side rolls the whole batch back, after
     the worker is done with the connection, and the batches before it stay."""
-    from neardup.ingest.writer import Writer
+    from neardup.ingest import verification
     from neardup.storage import documents as document_rows
 
     docs = planted_corpus(n_sources=10, copies=2, seed=21)
     index = make_index(**EXHAUSTIVE)
     calls = {"insert": 0, "verify": 0}
-    insert, verify = document_rows.insert, Writer._verify
+    insert, verify = document_rows.insert, verification.verify_pairs
 
     def second_batch_repeats_a_key(
         scope: Any, doc_ids: np.ndarray, external_ids: Any, content_ids: np.ndarray, *rest: Any
@@ -603,17 +603,17 @@ def test_a_batch_failing_while_its_documents_are_written_alongside_leaves_nothin
             content_ids = np.r_[content_ids[:-1], content_ids[0]]
         insert(scope, doc_ids, external_ids, content_ids, *rest)
 
-    def second_batch_fails(self: Writer, *args: Any) -> Any:
+    def second_batch_fails(*args: Any) -> Any:
         calls["verify"] += 1
         if calls["verify"] == 2:
             raise RuntimeError("verification failed")
-        return verify(self, *args)
+        return verify(*args)
 
     if failing == "documents COPY":
         monkeypatch.setattr(document_rows, "insert", second_batch_repeats_a_key)
         expected: type[Exception] = DatabaseError
     else:
-        monkeypatch.setattr(Writer, "_verify", second_batch_fails)
+        monkeypatch.setattr(verification, "verify_pairs", second_batch_fails)
         expected = RuntimeError
     with pytest.raises(expected):
         index.add(docs, batch_size=10)

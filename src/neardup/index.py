@@ -21,13 +21,13 @@ from neardup.core.params import Params
 from neardup.core.shingle import ShingleKind
 from neardup.errors import (
     CollectionExistsError,
-    CollectionNotFoundError,
     NeardupError,
     ParamsError,
     UnicodeVersionWarning,
 )
 from neardup.evaluation import Evaluation
 from neardup.ingest import DEFAULT_BATCH_SIZE, AddResult, Writer, parallel
+from neardup.ingest.collection import config_of, open_collection
 from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.measure import evaluate
 from neardup.records import Record, to_document
@@ -63,6 +63,31 @@ class Stats:
     """Bytes on disk of each table's partition: (rows with their TOAST, indexes)."""
 
 
+def _insert_or_reuse(
+    scope: Scope, name: str, config: IndexConfig, distributed: bool, exist_ok: bool
+) -> catalog.CollectionRow:
+    """The row of a new collection ``name``, or with ``exist_ok`` of the existing one if its
+    parameters are ``config``'s."""
+    catalog.lock_name(scope, name)
+    row = catalog.get(scope, name)
+    if row is None:
+        return catalog.insert(
+            scope,
+            name,
+            config.params.to_dict(),
+            config.threshold,
+            config.store_text,
+            unicodedata.unidata_version,
+            distributed,
+        )
+    if not exist_ok:
+        raise CollectionExistsError(
+            f"collection {name!r} exists already; open it, or pass exist_ok=True to reuse it"
+        )
+    config_of(row).require_same(config)
+    return row
+
+
 class Index:
     """A near-duplicate index stored in PostgreSQL: one named collection of documents.
 
@@ -76,8 +101,7 @@ class Index:
         self._scope = scope.with_collection(row.collection_id, row.distributed)
         self.name = row.name
         self.schema = scope.schema
-        config = IndexConfig(row.threshold, Params.from_dict(row.params), row.store_text)
-        self._writer = Writer(conn, url, self._scope, row.name, config)
+        self._writer = Writer(conn, url, self._scope, row.name, config_of(row))
         if row.unicode_version != unicodedata.unidata_version:
             warnings.warn(
                 f"collection {row.name!r} was built with Unicode {row.unicode_version}, this Python has "
@@ -170,25 +194,7 @@ class Index:
             with translated(f"preparing schema {schema!r} for collection {name!r}"), transaction(conn):
                 distributed = citus.prepare(scope, distributed, shards, redacted(url))
             with translated(f"creating collection {name!r}"), transaction(conn):
-                catalog.lock_name(scope, name)
-                row = catalog.get(scope, name)
-                if row is None:
-                    row = catalog.insert(
-                        scope,
-                        name,
-                        config.params.to_dict(),
-                        config.threshold,
-                        config.store_text,
-                        unicodedata.unidata_version,
-                        distributed,
-                    )
-                elif not exist_ok:
-                    raise CollectionExistsError(
-                        f"collection {name!r} exists already; open it, or pass exist_ok=True to reuse it"
-                    )
-                else:
-                    stored = IndexConfig(row.threshold, Params.from_dict(row.params), row.store_text)
-                    stored.require_same(config)
+                row = _insert_or_reuse(scope, name, config, distributed, exist_ok)
             return cls(conn, scope, row, url)
         except BaseException:
             conn.close()
@@ -200,14 +206,8 @@ class Index:
     ) -> Index:
         """Open an existing collection; with ``params``, refuse if the stored ones differ."""
         check_collection_name(name)
-        conn = connect(url)
+        conn, scope, row = open_collection(url, schema, name)
         try:
-            scope = Scope(conn, schema)
-            migrate.require_head(conn, schema)
-            with translated(f"opening collection {name!r}"):
-                row = catalog.get(scope, name)
-            if row is None:
-                raise CollectionNotFoundError(f"no collection named {name!r} in schema {schema!r}")
             if params is not None:
                 Params.from_dict(row.params).require_same(params)
             return cls(conn, scope, row, url)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -18,17 +17,12 @@ from neardup.config import IndexConfig
 from neardup.core.candidates import bucket_matches
 from neardup.core.lsh import distinct_keys
 from neardup.core.minhash import empty_rows
-from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketch, Sketcher
-from neardup.core.verify import (
-    agreement_with,
-    exact_jaccard_unsorted,
-    prefilter_floor,
-    signature_agreement,
-)
 from neardup.errors import InputError, ParamsError
+from neardup.ingest.reading import SKETCH_THREADS
+from neardup.ingest.verification import verify_matches, verify_query
 from neardup.records import Document
-from neardup.storage import buckets, contents, documents
+from neardup.storage import buckets, documents
 from neardup.storage.connect import transaction
 from neardup.storage.scope import Scope, export_snapshot, read_snapshot
 
@@ -48,8 +42,8 @@ def similar(
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ParamsError(f"limit must be a non-negative integer, got {limit!r}")
     # One text: its signature alone (no content hash), its candidates' agreement in plain numpy,
-    # and one shingling call for it and its hopeful candidates. Small calls are most of a query's
-    # time in Python; a hand A/B on the Debian collection took 0.86x the time a query with these.
+    # and one shingling call for it and its hopeful candidates: small calls are most of a query's
+    # time in Python.
     signature = sketcher.signatures([text])
     if empty_rows(signature)[0]:
         return []
@@ -58,18 +52,7 @@ def similar(
     )
     if not found:
         return []
-    sim = agreement_with(signature[0], signatures)
-    if config.store_text:
-        hopeful = np.flatnonzero(
-            sim >= (prefilter_floor(floor, config.params.num_perm) if floor > 0 else 0.0)
-        )
-        sim = np.zeros(len(found))
-        if hopeful.size:
-            # The query's shingles first, then each hopeful candidate's: one shingling call for all,
-            # each list used once, so compared as shingled, not sorted first.
-            sets = sketcher.shingles([text, *(found[i][1] for i in hopeful)], unique=False)
-            query_set, candidate_sets = np.zeros(hopeful.size, np.int64), np.arange(1, hopeful.size + 1)
-            sim[hopeful] = exact_jaccard_unsorted(sets, sets, query_set, candidate_sets)
+    sim = verify_query(config, sketcher, text, signature[0], lambda i: found[i][1], signatures, floor)
     results = [(doc_id, float(sim[i])) for i in np.flatnonzero(sim >= floor) for doc_id in found[i][2]]
     results.sort(key=lambda r: (-r[1], r[0]))
     return results[:limit] if limit is not None else results
@@ -82,8 +65,6 @@ def fraction(value: object, name: str) -> float:
     return float(value)
 
 
-# Threads that sketch a batch ahead (the kernels release the GIL; as ingest.writer's).
-SKETCH_THREADS = 2
 # Up to this many documents, check asks for each as query does (one statement each, which also
 # reads the stored signatures, texts and ids); a larger batch is one probe for all its keys and
 # one read of each kind, which costs a few round trips more but far fewer per document.
@@ -127,32 +108,6 @@ def _members(
     )
 
 
-# From this many candidate contents on, a batch's stored texts are read and shingled on the second
-# connection (in the batch's snapshot) while this one reads their signatures: all of them, since
-# which are hopeful is not known yet.
-READ_AHEAD = 1_000
-
-
-@contextmanager
-def _shingles_ahead(
-    scope: Scope, helper: Callable[[], Scope], sketcher: Sketcher, content_ids: np.ndarray
-) -> Iterator[Future[Ragged]]:
-    """The shingles (as shingled) of the stored text of each content, in ``content_ids``' order,
-    read on ``helper()``'s connection in the snapshot of the caller's open transaction; the block
-    ends only when that read has, so the second connection is free again whatever happened."""
-    snapshot = export_snapshot(scope.conn)
-    second = helper()
-
-    def shingled() -> Ragged:
-        with transaction(second.conn):
-            read_snapshot(second.conn, snapshot=snapshot)
-            texts = documents.texts(second, content_ids.tolist())
-        return sketcher.shingles([texts[i] for i in content_ids.tolist()], unique=False)
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-texts") as pool:
-        yield pool.submit(shingled)
-
-
 class CheckResult(NamedTuple):
     """An input document's id and its stored near-duplicates, (id, similarity) best first."""
 
@@ -189,37 +144,7 @@ def check(
         read_snapshot(scope.conn, read_only=False)
         stored = _members(scope, helper, *distinct_keys(keys)) if bearing.size else ()
         row, content = bucket_matches(keys, *stored) if bearing.size else (np.empty(0, np.int64),) * 2
-        ids = np.unique(content)
-        read_ahead = config.store_text and not scope.distributed and ids.size >= READ_AHEAD
-        with (
-            _shingles_ahead(scope, helper, sketcher, ids) if read_ahead and helper else nullcontext()
-        ) as ahead:
-            stored_ids, stored_sigs = contents.signatures(scope, ids.tolist(), config.params.num_perm)
-            local = np.searchsorted(stored_ids, content)
-            sigs = np.concatenate([sketch.signatures[bearing], stored_sigs])
-            sim = signature_agreement(sigs, row, bearing.size + local)
-            if config.store_text:
-                least = prefilter_floor(floor, config.params.num_perm) if floor > 0 else 0.0
-                hopeful = np.flatnonzero(sim >= least)
-                # The shingles of the stored texts and of the inputs (as the sketch keeps them) are
-                # compared as shingled, a hash table a pair: most are in one pair, and sorting them
-                # first was most of a check's work where every input has a near-copy. Hand A/B,
-                # 50,000 edited copies against bench_profile's 1M collection, two runs each: this
-                # process's CPU 0.68x (4.3-4.6 against 6.2-6.6 s); wall 0.96x, the server's reads
-                # now most of it, which the read-ahead overlaps (five more alternated pairs: 0.89x).
-                if ahead is not None:
-                    needed, stored_sets = ids, ahead.result()
-                else:
-                    needed = np.unique(content[hopeful])
-                    texts = documents.texts(scope, needed.tolist())
-                    stored_sets = sketcher.shingles([texts[i] for i in needed.tolist()], unique=False)
-                sim = np.zeros(content.size)
-                sim[hopeful] = exact_jaccard_unsorted(
-                    sketch.shingles,
-                    stored_sets,
-                    bearing[row[hopeful]],
-                    np.searchsorted(needed, content[hopeful]),
-                )
+        sim = verify_matches(scope, config, sketcher, sketch, bearing[row], content, floor, helper)
         ok = np.flatnonzero(sim >= floor)
         names = documents.external_ids(scope, np.unique(content[ok]).tolist())
     for i in ok.tolist():

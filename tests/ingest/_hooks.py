@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from neardup.ingest import store
+from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import BatchPlan
-from neardup.ingest.writer import Writer
 
 
 def count_withdrawals(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Record how many contents written before the turn each batch withdraws."""
     calls: list[int] = []
-    withdraw = Writer._withdraw
+    withdraw = store.withdraw
 
-    def counting(self: Writer, content_ids: list[int], written: BatchPlan, with_rows: bool) -> None:
+    def counting(ctx: BatchContext, content_ids: list[int], written: BatchPlan, with_rows: bool) -> None:
         calls.append(len(content_ids))
-        withdraw(self, content_ids, written, with_rows)
+        withdraw(ctx, content_ids, written, with_rows)
 
-    monkeypatch.setattr(Writer, "_withdraw", counting)
+    monkeypatch.setattr(store, "withdraw", counting)
     return calls

@@ -14,8 +14,11 @@ import pytest
 from neardup.core.params import Params
 from neardup.core.sketch import Sketch
 from neardup.index import Index
+from neardup.ingest import prework as prework_module
+from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import Batch, BatchPlan
-from neardup.ingest.writer import Prework, Writer, pair_keys
+from neardup.ingest.prework import Prework, pair_keys
+from neardup.ingest.verification import Verified
 from tests._corpus import brute_force_pairs, planted_corpus
 from tests._state import collection_state
 from tests.ingest._hooks import count_withdrawals
@@ -33,25 +36,27 @@ def test_pairs_with_what_another_writer_commits_between_prework_and_turn_are_fou
     index = make_index(threshold=0.8, bands=64, rows=2)
     index.add(mine[:20])  # stored before: the later batch's prework pairs with these
     other = Index.open(database_url, index.name, schema=schema)
-    prework, unjudged = Writer._prework, Writer._verify_unjudged
+    prework, unjudged = prework_module.before_turn, prework_module.verify_unjudged
     seen: list[Prework | None] = []
     reused: list[tuple[int, int]] = []
 
-    def then_another_writer_commits(self: Writer, batch: Batch, sketch: Sketch) -> Prework | None:
-        pre = prework(self, batch, sketch)
+    def then_another_writer_commits(
+        ctx: BatchContext, batch: Batch, sketch: Sketch, *, deferring: bool
+    ) -> Prework | None:
+        pre = prework(ctx, batch, sketch, deferring=deferring)
         if not seen:
             seen.append(pre)
             other.add(theirs)  # commits between this batch's prework and its turn at the lock
         return pre
 
     def counting(
-        self: Writer, cand: np.ndarray, plan: BatchPlan, sketch: Sketch, verdicts: Verdicts
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        ctx: BatchContext, cand: np.ndarray, plan: BatchPlan, sketch: Sketch, verdicts: Verdicts
+    ) -> Verified:
         reused.append((sum(k in verdicts for k in pair_keys(cand, plan)), len(cand)))
-        return unjudged(self, cand, plan, sketch, verdicts)
+        return unjudged(ctx, cand, plan, sketch, verdicts)
 
-    monkeypatch.setattr(Writer, "_prework", then_another_writer_commits)
-    monkeypatch.setattr(Writer, "_verify_unjudged", counting)
+    monkeypatch.setattr(prework_module, "before_turn", then_another_writer_commits)
+    monkeypatch.setattr(prework_module, "verify_unjudged", counting)
     withdrawn = count_withdrawals(monkeypatch)
     try:
         index.add(mine[20:], concurrent=True)
@@ -74,17 +79,17 @@ def _between_prework_and_turn(
     monkeypatch: pytest.MonkeyPatch, act: Callable[[], object]
 ) -> list[Prework | None]:
     """Run ``act`` once, after the first batch's prework and before its turn at the lock."""
-    prework = Writer._prework
+    prework = prework_module.before_turn
     seen: list[Prework | None] = []
 
-    def then_act(self: Writer, batch: Batch, sketch: Sketch) -> Prework | None:
-        pre = prework(self, batch, sketch)
+    def then_act(ctx: BatchContext, batch: Batch, sketch: Sketch, *, deferring: bool) -> Prework | None:
+        pre = prework(ctx, batch, sketch, deferring=deferring)
         if not seen:
             seen.append(pre)
             act()
         return pre
 
-    monkeypatch.setattr(Writer, "_prework", then_act)
+    monkeypatch.setattr(prework_module, "before_turn", then_act)
     return seen
 
 

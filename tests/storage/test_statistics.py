@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from neardup.ingest.writer import ANALYZE_AFTER
+from neardup.ingest.store import ANALYZE_AFTER
 from neardup.storage.names import partition_name
 from tests._corpus import planted_corpus
 from tests.conftest import psycopg_url

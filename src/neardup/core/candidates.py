@@ -91,7 +91,7 @@ def candidate_pairs(groups: Ragged, first_new: int = 0) -> npt.NDArray[np.int64]
     if pairs.shape[0] == 0:
         return pairs
     if pairs.min() >= -(2**31) and pairs.max() < 2**31:
-        # One int64 key per pair makes the distinct step a flat sort, ~10x faster than unique(axis=0).
+        # One int64 key per pair makes the distinct step a flat sort, far cheaper than unique(axis=0).
         keys = np.unique((pairs[:, 0] << 32) | pairs[:, 1])
         return np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1)
     return np.unique(pairs, axis=0)

@@ -8,7 +8,7 @@ hold the same id, and the state at the end is that of one writer given the whole
 
 Each writer reads, sketches, probes the stored buckets, verifies its candidates and COPYs its new
 contents and signatures on its own, before its batch's turn at the collection's lock
-(``Index.add(concurrent=True)``, writer.py's ``Prework``); in its turn, which is what keeps the
+(``Writer.add(concurrent=True)``, ``ingest.prework``); in its turn, which is what keeps the
 pairs table complete between batches committed by different processes, it writes documents and
 bucket rows (COPY, which a distributed collection fans out) and verifies only the pairs with what
 the other writers committed meanwhile. Where a batch fails,
@@ -28,7 +28,8 @@ from typing import Any
 
 from neardup import errors
 from neardup.errors import InternalError, NeardupError, ParamsError
-from neardup.ingest.writer import AddResult
+from neardup.ingest.collection import opened_writer
+from neardup.ingest.result import AddResult
 from neardup.records import Record, documents
 
 # Documents handed to a writer at once: enough that the queue's pickling is a small cost beside
@@ -186,7 +187,6 @@ def _write(
     k: int,
 ) -> None:
     """A writer process: add what arrives in ``inbox`` until the end mark, reporting each batch."""
-    from neardup.index import Index
 
     def arriving() -> Iterator[tuple[Any, ...]]:
         while True:
@@ -198,8 +198,8 @@ def _write(
             yield from item
 
     try:
-        with Index.open(url, name, schema=schema) as index:
-            total = index.add(
+        with opened_writer(url, schema, name) as writer:
+            total = writer.add(
                 arriving(),
                 batch_size=batch_size,
                 progress=lambda r: results.put(("progress", k, r)),

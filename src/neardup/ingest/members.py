@@ -1,0 +1,276 @@
+"""Ways of finding the stored members of a batch's buckets, one chosen per batch (``choose``).
+
+Each groups the batch's new bucket rows with the stored rows that share a bucket with them
+(``Members.groups``), writing the batch's rows where its way writes them:
+
+- ``Probe``: the bucket index stands; the stored members are probed for the batch's keys (on the
+  second connection while the batch writes, or here in a rebuild), the rows COPYed into the index.
+- ``Bulk``: a batch into a partition whose index is missing; the index is dropped, the rows COPYed,
+  every shared bucket read, and the index built again.
+- ``Deferred``: an ingest into an empty collection defers the index (``Deferral``); the rows it
+  wrote are looked up in memory (``core.ingest_memory``), and the batch's rows are COPYed into the
+  unindexed partition once its candidates are verified (``Members.written``). Building an index
+  once is far cheaper than inserting every row into it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup.core.candidates import bucket_groups
+from neardup.core.ingest_memory import IngestMemory
+from neardup.core.lsh import distinct_keys
+from neardup.core.ragged import Ragged
+from neardup.ingest.context import BatchContext
+from neardup.ingest.plan import BatchPlan
+from neardup.ingest.prework import Prework
+from neardup.ingest.stages import stage, submit
+from neardup.ingest.store import insert_indexed
+from neardup.storage import buckets, catalog
+from neardup.storage import documents as document_rows
+from neardup.storage.scope import Scope
+
+# Bucket rows an ingest holds in memory while it defers the bucket index (``ROW_BYTES`` = 18 each,
+# ~300 MB, twice that while two runs merge): a million documents under 16 bands; beyond that the
+# index is built and probed.
+DEFERRED_ROWS = 1 << 24
+
+Rows = tuple[np.ndarray, ...]
+"""Bucket rows: (band, bucket, content) columns."""
+
+
+class Members(Protocol):
+    """A way of finding the stored members of a batch's buckets."""
+
+    def groups(self, ctx: BatchContext, plan: BatchPlan, rows: Rows) -> Ragged:
+        """The bucket groups of the batch's new ``rows`` with the stored rows sharing a bucket."""
+        ...
+
+    def written(self, ctx: BatchContext, rows: Rows) -> None:
+        """Write what is left of the batch's bucket rows, once its candidates are verified."""
+        ...
+
+
+class Deferral:
+    """An ingest's deferral of the bucket index: the rows it holds in memory (None while the
+    index stands), and the write counter its last batch left (another value means someone else
+    wrote in between)."""
+
+    def __init__(self) -> None:
+        self.memory: IngestMemory | None = None
+        self.writes = -1
+
+    def begin(self, scope: Scope, row: catalog.CollectionRow, may_defer: bool) -> IngestMemory | None:
+        """At a batch's turn: defer the index if the batch is an ingest's first into an empty
+        collection, stop if another writer came between; the memory held, if deferring."""
+        if may_defer and row.next_content_id == 1:
+            self.memory = IngestMemory()
+            buckets.drop_index(scope)  # the partition is empty; a rollback restores the index
+        elif self.memory is not None and row.writes != self.writes:
+            self.memory = None  # another writer came between: this batch finds the index or builds it
+        return self.memory
+
+    def planned(self, plan: BatchPlan, new_hashes: list[bytes]) -> IngestMemory | None:
+        """Hold the plan's new contents; the memory held, if still deferring."""
+        if self.memory is not None and plan.replaced_docs:
+            # Never in an ingest that began on an empty collection with distinct ids; if it were,
+            # the rows held would go stale with the deletes: the bulk path reads the partition.
+            self.memory = None
+        if self.memory is not None:
+            self.memory.add_contents(new_hashes, plan.new_ids.tolist())
+        return self.memory
+
+    @staticmethod
+    def match(memory: IngestMemory, hashes: Sequence[bytes]) -> list[document_rows.Match]:
+        """What is stored for a batch while the index is deferred, read from memory: only this
+        ingest has written, with ids distinct in its input, so no id is stored and a stored
+        content is one of its own."""
+        found = ((position, memory.content_of(h)) for position, h in enumerate(hashes))
+        return [document_rows.Match(p, None, None, c, None, None) for p, c in found if c is not None]
+
+
+def choose(
+    deferral: Deferral,
+    plan: BatchPlan,
+    probe: Future[Rows] | None,
+    dropped: Sequence[int],
+    *,
+    rows_written: bool,
+    documents_written: Future[None] | None,
+) -> Members:
+    """The way this batch finds its stored members."""
+    if deferral.memory is not None:
+        return Deferred(deferral, deferral.memory, documents_written)
+    if plan.bulk:
+        return Bulk()
+    return Probe(probe, dropped, rows_written)
+
+
+def probe_early(
+    ctx: BatchContext,
+    plan: BatchPlan,
+    pre: Prework | None,
+    row: catalog.CollectionRow,
+    pool: ThreadPoolExecutor | None,
+) -> Future[Rows] | None:
+    """The stored members of the batch's buckets, probed while the batch writes; None where it
+    probes none (bulk), or probes when it needs them (without a pool: a rebuild)."""
+    if plan.bulk or plan.keys.shape[0] == 0:
+        return None
+    if pre is not None and pre.stored and pre.writes == row.writes:
+        probe: Future[Rows] = Future()  # nothing was committed since its snapshot: its probe is this one's
+        probe.set_result(pre.stored)
+        return probe
+    if pool is None:
+        return None
+    # It sees what was committed before this batch, which is everything stored, since this
+    # transaction holds the collection's lock, and nothing of this batch.
+    return submit(pool, _probe, ctx.second, plan.keys)
+
+
+def _probe(second: Callable[[], Scope], keys: npt.NDArray[np.int64]) -> Rows:
+    """Stored (band, bucket, content) rows sharing a bucket with ``keys``, read on the second
+    connection."""
+    scope = second()
+    with scope.conn.transaction():
+        return buckets.members_of(scope, *distinct_keys(keys))
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Stored members probed in the bucket index: ``probe`` yields them as read on the second
+    connection (None: probed here, as a rebuild does); contents this transaction ``dropped`` are
+    taken out of them. ``rows_written``: the batch's rows went into the index before its turn."""
+
+    probe: Future[Rows] | None
+    dropped: Sequence[int]
+    rows_written: bool
+
+    def groups(self, ctx: BatchContext, plan: BatchPlan, rows: Rows) -> Ragged:
+        # Stored members of the batch's buckets (few rows), then the batch's own rows, grouped in
+        # memory: nothing the batch wrote is read back.
+        if self.probe is None:
+            stored = _probe_here(ctx.scope, plan)
+            insert_indexed(ctx.scope, rows)
+        else:
+            if not self.rows_written:
+                insert_indexed(ctx.scope, rows)  # while the probe may still run
+            stored = _wait(self.probe)
+            if len(self.dropped):
+                alive = ~np.isin(stored[2], np.asarray(self.dropped, dtype=np.int64))
+                stored = tuple(column[alive] for column in stored)
+        return _grouped_across(stored, rows, plan.first_new)
+
+    def written(self, ctx: BatchContext, rows: Rows) -> None:
+        """Nothing: the rows went in with the probe."""
+
+
+@stage("probe stored buckets")
+def _probe_here(scope: Scope, plan: BatchPlan) -> Rows:
+    return buckets.members_of(scope, *distinct_keys(plan.keys))
+
+
+@stage("wait for the probe of stored buckets")
+def _wait(probe: Future[Rows]) -> Rows:
+    return probe.result()
+
+
+@stage("group buckets")
+def _grouped_across(stored: Rows, rows: Rows, first_new: int) -> Ragged:
+    # Contents stored by writers that took their ids after this batch (possible when it took them
+    # before its turn) are above first_new; negated, they sort below it, so that the kernel pairs
+    # them with new contents only.
+    far = stored[2] >= first_new
+    if far.any():
+        stored = (stored[0], stored[1], np.where(far, -stored[2], stored[2]))
+    return _grouped(stored, rows)
+
+
+def _grouped(stored: Rows, rows: Rows) -> Ragged:
+    return bucket_groups(*(np.concatenate([s, n]) for s, n in zip(stored, rows, strict=True)))
+
+
+class Bulk:
+    """A batch into a partition without its bucket index: the rows COPYed unindexed, every shared
+    bucket read back, the index built again."""
+
+    def groups(self, ctx: BatchContext, plan: BatchPlan, rows: Rows) -> Ragged:
+        _bulk_insert(ctx.scope, rows)
+        groups = _grouped_shared(_shared_buckets(ctx.scope))
+        _build_index(ctx.scope)
+        return groups
+
+    def written(self, ctx: BatchContext, rows: Rows) -> None:
+        """Nothing: the rows went in before the shared buckets were read."""
+
+
+@stage("bulk: drop the bucket index, COPY bucket rows")
+def _bulk_insert(scope: Scope, rows: Rows) -> None:
+    buckets.drop_index(scope)
+    buckets.insert(scope, *rows)
+
+
+@stage("bulk: read shared buckets")
+def _shared_buckets(scope: Scope) -> Rows:
+    return buckets.shared_buckets(scope)
+
+
+@stage("group buckets")
+def _grouped_shared(shared: Rows) -> Ragged:
+    return bucket_groups(*shared)
+
+
+@stage("bulk: build the bucket index")
+def _build_index(scope: Scope) -> None:
+    buckets.create_index(scope)
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """Stored members looked up in the ingest's memory (the partition holds only its rows, all of
+    them in memory too); the batch's rows are COPYed unindexed after verification, once
+    ``documents_written`` (the batch's documents COPY on this connection, if running) is done."""
+
+    deferral: Deferral
+    memory: IngestMemory
+    documents_written: Future[None] | None
+
+    def groups(self, ctx: BatchContext, plan: BatchPlan, rows: Rows) -> Ragged:
+        return _grouped_held(_hold(self.memory, rows), rows)
+
+    def written(self, ctx: BatchContext, rows: Rows) -> None:
+        if self.documents_written is not None:
+            _wait_documents(self.documents_written)
+        _insert_unindexed(ctx.scope, rows)
+        if self.memory.rows >= DEFERRED_ROWS:
+            _build_deferred_index(ctx.scope)
+            self.deferral.memory = None
+
+
+@stage("deferred: look up and hold bucket rows in memory")
+def _hold(memory: IngestMemory, rows: Rows) -> Rows:
+    return memory.add(*rows)
+
+
+_grouped_held = stage("group buckets")(_grouped)
+
+
+@stage("wait for the documents COPY")
+def _wait_documents(documents_written: Future[None]) -> None:
+    documents_written.result()
+
+
+@stage("build the deferred bucket index")
+def _build_deferred_index(scope: Scope) -> None:
+    buckets.create_index(scope)
+
+
+@stage("deferred: COPY bucket rows, no index")
+def _insert_unindexed(scope: Scope, rows: Rows) -> None:
+    buckets.insert(scope, *rows)

@@ -1,0 +1,182 @@
+"""The writer's statements beyond one batch's plan: the collection's lock, contents, documents,
+pairs and clusters written, orphans dropped, and every bucket and pair computed again (a re-band)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from neardup.core.candidates import bucket_groups, candidate_pairs
+from neardup.core.components import component_labels
+from neardup.core.lsh import bucket_rows
+from neardup.core.minhash import empty_rows
+from neardup.core.params import Params
+from neardup.core.sketch import Sketch
+from neardup.errors import CollectionNotFoundError
+from neardup.ingest import verification
+from neardup.ingest.context import BatchContext
+from neardup.ingest.plan import Batch, BatchPlan
+from neardup.ingest.stages import stage
+from neardup.ingest.verification import Verified
+from neardup.storage import buckets, catalog, contents, statistics, verified_pairs
+from neardup.storage import documents as document_rows
+from neardup.storage.scope import Scope
+
+# Similarity methods stored with each pair.
+EXACT, ESTIMATE = "exact", "estimate"
+# A batch that stores at least this many new contents, more than the collection held before it,
+# refreshes the planner's statistics before it commits: until autovacuum's ANALYZE (a minute or
+# more later), the planner guesses a partition's rows, and guessed badly on bench_profile's 1M
+# ingest (every stored text of the collection scanned to read a batch's few thousand). Smaller
+# partitions are a few pages, quick under any plan.
+ANALYZE_AFTER = 1_000
+
+
+def lock(ctx: BatchContext) -> catalog.CollectionRow:
+    """Lock the collection's row for this transaction and check it is still the one opened."""
+    row = catalog.get(ctx.scope, ctx.name, lock=True)
+    if row is None or row.collection_id != ctx.scope.collection_id:
+        raise CollectionNotFoundError(f"collection {ctx.name!r} was dropped or rebuilt since it was opened")
+    Params.from_dict(row.params).require_same(ctx.config.params, "stored", "opened with")
+    return row
+
+
+def insert_contents(scope: Scope, plan: BatchPlan, sketch: Sketch) -> None:
+    """Store the plan's new contents and their signatures (binary COPY in ``contents.insert``)."""
+    contents.insert(
+        scope,
+        plan.new_ids,
+        plan.new_hashes(sketch),
+        sketch.shingle_counts[plan.new_positions],
+        sketch.signatures[plan.new_positions],
+    )
+
+
+copy_contents = stage("contents and signatures: binary COPY")(insert_contents)
+
+
+@stage("bucket rows: binary COPY into the index")
+def insert_indexed(scope: Scope, rows: tuple[np.ndarray, ...]) -> None:
+    """Bucket rows into the partition whose index stands."""
+    buckets.insert(scope, *rows)
+
+
+@stage("delete replaced documents")
+def delete_replaced(scope: Scope, plan: BatchPlan) -> list[int]:
+    """Delete the documents the batch replaces; returns the contents they pointed at."""
+    return document_rows.delete(scope, plan.replaced_docs) if plan.replaced_docs else []
+
+
+def insert_documents(ctx: BatchContext, batch: Batch, plan: BatchPlan) -> None:
+    """The batch's documents (binary COPY)."""
+    positions = plan.doc_positions.tolist()
+    document_rows.insert(
+        ctx.scope,
+        plan.doc_ids,
+        [batch.ids[i] for i in positions],
+        plan.doc_contents,
+        [batch.texts[i] if ctx.config.store_text else None for i in positions],
+        [batch.metas[i] for i in positions],
+    )
+
+
+@stage("advance the id counters")
+def advance(scope: Scope, plan: BatchPlan) -> int:
+    """Advance the collection's counters past the batch; returns its write counter."""
+    return catalog.advance(scope, plan.next_doc_id)
+
+
+def refresh_statistics(scope: Scope, plan: BatchPlan) -> None:
+    """Refresh the planner's statistics after a batch that grew the collection much (``ANALYZE_AFTER``)."""
+    grown = plan.new_ids.size
+    # Contents stored before this batch: those below its ids (a batch that took its ids before
+    # its turn finds them counted in the row).
+    if grown >= ANALYZE_AFTER and grown > plan.first_new - 1 and not scope.distributed:
+        _refresh(scope)
+
+
+@stage("refresh the planner's statistics")
+def _refresh(scope: Scope) -> None:
+    statistics.refresh_planner_statistics(scope)
+
+
+@stage("contents written before the lock, withdrawn")
+def withdraw(ctx: BatchContext, content_ids: list[int], written: BatchPlan, with_rows: bool) -> None:
+    """Delete contents and signatures the batch wrote before its turn, and their bucket rows
+    ``with_rows`` (nothing else names them yet). A DELETE, not a rollback to a savepoint, which
+    would also release the lock taken since."""
+    if with_rows:
+        going = np.isin(written.bearing_ids, np.asarray(content_ids, dtype=np.int64))
+        if going.any():
+            buckets.delete(ctx.scope, *bucket_rows(written.bearing_ids[going], written.keys[going]))
+    contents.delete(ctx.scope, content_ids)
+
+
+def store_pairs(ctx: BatchContext, found: Verified) -> None:
+    """Store verified pairs and join the clusters they connect (a cluster's label is its
+    smallest content id)."""
+    if found.left.size == 0:
+        return
+    # Stored as content_a < content_b.
+    left, right = np.minimum(found.left, found.right), np.maximum(found.left, found.right)
+    _copy_pairs(ctx, left, right, found.similarity)
+    _merge_clusters(ctx.scope, left, right)
+
+
+@stage("pairs: binary COPY")
+def _copy_pairs(ctx: BatchContext, left: np.ndarray, right: np.ndarray, sim: np.ndarray) -> None:
+    method = EXACT if ctx.config.store_text else ESTIMATE
+    verified_pairs.insert(ctx.scope, left, right, sim, method)
+
+
+@stage("merge clusters")
+def _merge_clusters(scope: Scope, left: np.ndarray, right: np.ndarray) -> None:
+    ends = np.unique(np.concatenate([left, right]))
+    labels = contents.cluster_labels(scope, ends.tolist())
+    label_of = np.array([labels[i] for i in ends.tolist()], dtype=np.int64)
+    la, lb = label_of[np.searchsorted(ends, left)], label_of[np.searchsorted(ends, right)]
+    nodes = np.unique(label_of)
+    merged = component_labels(nodes, la, lb)
+    changed = merged != nodes
+    if changed.any():
+        contents.relabel_clusters(scope, nodes[changed].tolist(), merged[changed].tolist())
+
+
+@stage("drop orphaned contents")
+def drop_orphans(ctx: BatchContext, content_ids: Sequence[int]) -> list[int]:
+    """Delete contents no document points at any more (with buckets, signatures, pairs) and
+    recompute the clusters they were in, which may have split."""
+    if not content_ids:
+        return []
+    scope = ctx.scope
+    orphan_ids, clusters_hit = contents.orphans(scope, sorted(set(content_ids)))
+    if not orphan_ids:
+        return []
+    ids, sigs = contents.signatures(scope, orphan_ids, ctx.config.params.num_perm)
+    buckets.delete(scope, *bucket_rows(ids, ctx.sketcher.band_keys(sigs)))
+    contents.delete(scope, orphan_ids)
+    members = contents.cluster_members(scope, sorted(set(clusters_hit)))
+    if members:
+        left, right = verified_pairs.among(scope, members)
+        contents.set_labels(scope, members, component_labels(members, left, right).tolist())
+    return orphan_ids
+
+
+def reband(ctx: BatchContext) -> None:
+    """Re-bucket every content from its stored signature and recompute all pairs and clusters."""
+    scope = ctx.scope
+    ids, sigs = contents.signatures(scope, None, ctx.config.params.num_perm)
+    bearing = ~empty_rows(sigs) if ids.size else np.zeros(0, dtype=bool)
+    ids, sigs = ids[bearing], sigs[bearing]
+    verified_pairs.delete_all(scope)
+    buckets.truncate(scope)
+    buckets.drop_index(scope)
+    contents.reset_labels(scope)
+    if ids.size:
+        buckets.insert(scope, *bucket_rows(ids, ctx.sketcher.band_keys(sigs)))
+    groups = bucket_groups(*buckets.shared_buckets(scope))
+    buckets.create_index(scope)
+    cand = candidate_pairs(groups, first_new=0)
+    if cand.shape[0]:
+        store_pairs(ctx, verification.verify_pairs(scope, ctx.config, ctx.sketcher, cand, None, None))
