@@ -9,18 +9,15 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Callable, Iterator
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from neardup.core.params import Params
+from neardup.database import Database
 from neardup.errors import CollectionNotFoundError, InputError, InternalError, ParamsError
 from neardup.ingest.parallel import writer_of
-from neardup.storage import pages
-from neardup.storage.connect import connect
-from neardup.storage.scope import Scope
 from tests._corpus import brute_force_pairs, planted_corpus
 from tests._state import collection_state
 from tests.conftest import Run
@@ -118,9 +115,8 @@ def test_a_writers_error_reaches_the_caller_with_its_class(
     make_index: Callable[..., Any], database_url: str, schema: str
 ) -> None:
     index = make_index()
-    with closing(connect(database_url)) as conn:
-        assert pages.drop_collection(Scope(conn, schema), index.name)
-        conn.commit()
+    with Database(database_url, schema) as db:
+        assert db.drop(index.name)
     # Each writer opens the collection on its own connection, and finds it gone.
     with pytest.raises(CollectionNotFoundError, match=index.name):
         index.add([(f"d{i}", f"text {i}") for i in range(10)], jobs=2)

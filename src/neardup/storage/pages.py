@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from neardup.storage import catalog
-from neardup.storage.connect import transaction, translated
+from neardup.storage.connect import translated
 from neardup.storage.names import KEY_TABLE, PARTITIONED_TABLES
 from neardup.storage.scope import Scope
 
@@ -186,23 +185,6 @@ def pair(scope: Scope, id_a: str, id_b: str) -> tuple[float, str] | None:
     return None if row is None else (float(row[0]), str(row[1]))
 
 
-def drop_collection(scope: Scope, name: str) -> bool:
-    """Drop a collection with its partitions and labels, in one transaction; False when it does
-    not exist. Writers of the collection finish first (its writer lock). Kept for the service
-    until it calls ``Database.drop``, which is the same steps."""
-    with translated(f"dropping collection {name!r}"), transaction(scope.conn):
-        catalog.lock_name(scope, name)
-        found = catalog.get(scope, name)
-        if found is None:
-            return False
-        # Lock it as its writers do (a distributed collection's lock is not its row's).
-        row = catalog.get(scope.with_collection(found.collection_id, found.distributed), name, lock=True)
-        if row is None:
-            return False
-        delete_collection(scope.with_collection(row.collection_id, row.distributed))
-    return True
-
-
 def delete_collection(here: Scope) -> None:
     """Delete the scope's collection: its labels, its partitions and its catalog row. Inside the
     caller's transaction, which holds the collection's name and writer locks."""
@@ -211,18 +193,3 @@ def delete_collection(here: Scope) -> None:
     for table in (*PARTITIONED_TABLES, KEY_TABLE):
         here.conn.execute(here.sql(f"DROP TABLE IF EXISTS {{{table}_p}}"))
     here.conn.execute(here.sql("DELETE FROM {s}.collections WHERE collection_id = %s"), (here.collection_id,))
-
-
-def collection(scope: Scope, name: str) -> catalog.CollectionRow | None:
-    """The collection called ``name``, or None."""
-    with translated(f"reading collection {name!r}"):
-        return catalog.get(scope, name)
-
-
-def collections(scope: Scope) -> list[tuple[str, float, bool]]:
-    """Every collection of the schema: (name, threshold, store_text), by name."""
-    with translated("listing collections"):
-        rows = scope.conn.execute(
-            scope.sql("SELECT name, threshold, store_text FROM {s}.collections ORDER BY name")
-        ).fetchall()
-    return [(str(n), float(t), bool(s)) for n, t, s in rows]
