@@ -217,6 +217,15 @@ def band_keys(sig: Array, bands: int, rows: int) -> Array:
     return h.view(np.int64)
 
 
+def _distinct(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """The sorted distinct values (np.unique would import numpy.ma on its first call)."""
+    ordered = np.sort(values)
+    keep = np.ones(ordered.shape[0], dtype=np.bool_)
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    distinct: npt.NDArray[np.uint64] = ordered[keep]
+    return distinct
+
+
 def _keyed(values: Array, offsets: Array, rows: Array) -> npt.NDArray[np.uint64]:
     """The values of documents ``rows`` (in that order) as ``position << 32 | value``."""
     offsets = np.asarray(offsets, dtype=np.int64)
@@ -230,7 +239,7 @@ def _keyed(values: Array, offsets: Array, rows: Array) -> npt.NDArray[np.uint64]
 
 def unique_sorted_rows(values: Array, offsets: Array, rows: Array) -> tuple[Array, Array]:
     """Sort the values of documents ``rows`` (in that order) and drop repeats."""
-    distinct = np.unique(_keyed(values, offsets, rows))
+    distinct = _distinct(_keyed(values, offsets, rows))
     counts = np.bincount((distinct >> U64(32)).astype(np.int64), minlength=rows.shape[0])
     out_off = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     return (distinct & MASK32).astype(np.uint32).astype(values.dtype), out_off
@@ -265,8 +274,8 @@ def pair_jaccard_unsorted(
     a_values: Array, a_offsets: Array, b_values: Array, b_offsets: Array, left: Array, right: Array
 ) -> Array:
     """``pair_jaccard`` of sets given as shingled: in any order, with repeats."""
-    a = np.unique(_keyed(a_values, a_offsets, left))
-    b = np.unique(_keyed(b_values, b_offsets, right))
+    a = _distinct(_keyed(a_values, a_offsets, left))
+    b = _distinct(_keyed(b_values, b_offsets, right))
     return _jaccard(a, b, left.shape[0])
 
 
