@@ -23,8 +23,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
-
 from neardup.errors import ServerError
 from neardup.storage.server import LocalServer
 
@@ -52,6 +50,8 @@ def default_data_dir() -> Path:
         return Path(home).expanduser().absolute() / PG_DIR_NAME
     if os.geteuid() == 0:
         return ROOT_BASE_DIR / PG_DIR_NAME
+    import platformdirs  # here: with NEARDUP_HOME set or as root, no command needs it
+
     return Path(platformdirs.user_data_dir("neardup", appauthor=False)) / PG_DIR_NAME
 
 
