@@ -3,8 +3,9 @@
 Numba caches a compiled function beside its source (``__pycache__``), else under the user's cache
 directory (``$XDG_CACHE_HOME``, ``~/.cache``), or in ``$NUMBA_CACHE_DIR`` when that is set; when it
 can write none of them (an installed package run under a uid with no home, as ``docker run --user``
-does) it refuses to compile a cached function at all. Then the kernels cache in a private directory
-under the system's temporary directory, and, failing that too, compile without a cache.
+does, or with a NUMBA_CACHE_DIR made for another user) it refuses to compile a cached function at
+all. Then the kernels cache in a private directory under the system's temporary directory, and,
+failing that too, compile without a cache.
 """
 
 from __future__ import annotations
@@ -44,12 +45,13 @@ def jit(function: Callable[..., Any], options: dict[str, Any]) -> Any:
     except RuntimeError:  # "cannot cache function ...: no locator available"
         if not options.get("cache"):
             raise
-    if not config.CACHE_DIR and (private := private_cache_dir()) is not None:
-        # Numba reads the setting as it looks for a cache location, so this process's later cached
-        # functions use it as well (the ones that found a location of their own would not get here).
+    private = private_cache_dir()
+    if private is not None and str(private) != config.CACHE_DIR:
+        # Numba looks in CACHE_DIR first as it looks for a cache location, so this process's later
+        # cached functions go there as well. A CACHE_DIR already set was unwritable: replaced too.
         config.CACHE_DIR = str(private)
         try:
             return njit(**options)(function)
         except RuntimeError:
-            config.CACHE_DIR = ""
+            pass
     return njit(**{key: value for key, value in options.items() if key != "cache"})(function)
