@@ -148,7 +148,7 @@ def _namespace(wrap: Callable[[types.FunctionType, dict[str, Any]], Any], **fixe
 def _interpreted_namespace() -> dict[str, Any]:
     """Every kernel and helper as its plain Python function."""
     # Interpreted, a document's sort is numpy's: every correct sort gives the same values, and the
-    # radix sort's passes over 2**11 counters would take ~0.1 s per document as Python.
+    # radix sort's passes over 2**11 counters are far too many steps for the interpreter.
     return _namespace(
         lambda f, options: f,
         _insertion_sort=np.sort,
@@ -467,7 +467,7 @@ def _unique_rows(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> t
         start = offsets[rows[d]]
         n = offsets[rows[d] + 1] - start
         # Element loops, not slice assignment or np.sort: those pull in numba's generic broadcasting
-        # and quicksort, which cost ~6 s of compilation on first use for no speed here.
+        # and quicksort, which add much compilation on first use for no speed here.
         for i in range(n):
             buf_a[i] = values[start + i]
         # An insertion sort is faster than three counting passes for a few values.

@@ -34,8 +34,8 @@ PG_DIR_NAME = "pg18"
 ROOT_BASE_DIR = Path("/var/lib/neardup")  # as root: 'nobody' cannot traverse /root (0700)
 HOME_ENV = "NEARDUP_HOME"
 IDLE_TIMEOUT_ENV = "NEARDUP_SERVER_IDLE_TIMEOUT"
-# Starting the server costs a command about 1-2 s; five idle minutes keep it through a working
-# session of commands and hand its memory back soon after one ends.
+# Starting the server is the slowest part of a command that must start it; five idle minutes keep
+# it through a working session of commands and hand its memory back soon after one ends.
 DEFAULT_IDLE_TIMEOUT = 300.0
 WATCHDOG_MODULE = "neardup.storage.embedded_watchdog"
 # The watchdog sleeps at most this long between looks, so it notices a stopped server and a stale
