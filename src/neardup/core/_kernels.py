@@ -1,4 +1,5 @@
-"""Compiled inner loops (numba). Private: the public modules wrap them with checked arguments.
+"""Compiled inner loops (numba), loaded on first need. Private: the public modules wrap them with
+checked arguments.
 
 Every kernel works on a *ragged batch*: one flat array of values plus an ``offsets`` array of
 length ``docs + 1``, document ``i`` owning ``values[offsets[i]:offsets[i + 1]]``. Code points may
@@ -8,8 +9,9 @@ Integer arithmetic is exact and platform-independent: 32-bit steps are narrowed 
 ``np.uint32(...)`` after every operation (numba widens uint32 operands to 64 bits otherwise), and
 64-bit steps use uint64 operands only (mixing signed and unsigned would give floats). The same
 code therefore gives the same bits run by the interpreter on numpy scalars (which wrap where numba
-wraps): the public kernels do that for small inputs until they are compiled or cached, because
-compiling them all takes seconds and a few documents take milliseconds interpreted.
+wraps). Most kernels also have a whole-array numpy version (``_vectorised``) with the same bits.
+Until a kernel has run long enough to be worth loading (see ``_Kernel``), it runs as numpy, else
+interpreted, so a command on a few texts never imports numba, let alone compiles.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
-from neardup.core import _constants, _numba_cache, _vectorised
+from neardup.core import _constants, _vectorised
 from neardup.core._constants import (
     _BAND_SEED,
     _C1,
@@ -161,6 +163,8 @@ _COMPILED: dict[str, Any] = {}
 
 def _compiled_namespace() -> dict[str, Any]:
     """Every kernel and helper as a numba dispatcher (numba imported here, once, by one thread)."""
+    from neardup.core import _numba_cache  # numba and what finds its cache, imported on first need
+
     with _LOADING:
         if not _COMPILED:
             _COMPILED.update(_namespace(_numba_cache.jit))
