@@ -60,6 +60,9 @@ def run_load(env: dict[str, str], user: int | None = None) -> dict[str, object]:
 def test_no_writable_package_home_or_cache_dir_caches_in_a_private_temporary_dir(tmp_path: Path) -> None:
     """Numba's own locations, all unwritable: the package's directory is left out of numba's search
     (as a read-only site-packages would be), and HOME and NUMBA_CACHE_DIR lie under a file."""
+    caching = pytest.importorskip("numba.core.caching")
+    if not hasattr(caching, "UserProvidedCacheLocator"):
+        pytest.skip("this numba cannot be told which cache locations to try (NUMBA_CACHE_LOCATOR_CLASSES)")
     env = {
         "NUMBA_CACHE_LOCATOR_CLASSES": "UserProvidedCacheLocator,UserWideCacheLocator",
         "HOME": "/dev/null/home",
