@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psycopg
 import pytest
 
+import neardup
 from neardup.core.sketch import Sketcher
 from neardup.errors import SchemaError
 from neardup.index import Index
@@ -275,3 +280,47 @@ def test_0008_stores_signatures_as_bytes_and_downgrades_to_the_same_integers(
     with Index.open(database_url, "sigs", schema=fresh_schema) as index:
         assert list(index.pairs()) == pairs
         assert [m[0] for m in index.query(docs[0][1])] == ["a", "b"]
+
+
+def test_the_head_known_without_alembic_is_alembics_head() -> None:
+    assert migrate.head_revision() == migrate.HEAD_REVISION
+
+
+def test_a_schema_behind_or_ahead_is_refused_without_and_with_alembic(
+    database_url: str, fresh_schema: str
+) -> None:
+    migrate.upgrade(database_url, fresh_schema, "0007")
+    with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
+        with pytest.raises(SchemaError, match="at revision 0007, this neardup needs 0008"):
+            migrate.require_head(conn, fresh_schema)
+        conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0099",))
+        with pytest.raises(SchemaError, match="at revision 0099"):
+            migrate.require_head(conn, fresh_schema)
+        conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0008",))
+        migrate.require_head(conn, fresh_schema)
+    assert not migrate.is_head("0007")
+    assert not migrate.is_head(None)
+    assert migrate.is_head("0008")
+
+
+def test_opening_an_index_at_the_head_imports_no_alembic(database_url: str, fresh_schema: str) -> None:
+    with Index.create(database_url, "light", schema=fresh_schema) as index:
+        index.add([("a", "a text to find again"), ("b", "another text entirely")])
+    script = (
+        "import sys\n"
+        "from neardup.index import Index\n"
+        f"with Index.open({database_url!r}, 'light', schema={fresh_schema!r}) as index:\n"
+        "    hits = index.query('a text to find again')\n"
+        "heavy = sorted(m for m in ('alembic', 'sqlalchemy', 'numba', 'scipy') if m in sys.modules)\n"
+        "print(hits, heavy)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(neardup.__file__).parents[1])},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[('a', 1.0)] []"

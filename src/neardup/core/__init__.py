@@ -13,23 +13,71 @@ Pure numpy (and numba kernels); imports nothing from the database side.
     (0.734, 0.039)
 """
 
-from neardup.core.estimate import JaccardEstimate, agreement, estimate_jaccard, wilson_interval
-from neardup.core.lsh import band_keys
-from neardup.core.minhash import DEFAULT_SCHEME, DEFAULT_SEED, EMPTY, PRIME, SCHEMES, MinHasher, empty_rows
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Imported now: importing the submodule ``neardup.core.normalize`` (as the others do) sets the
+# package's ``normalize`` to that module, so the function must be bound here, after it.
 from neardup.core.normalize import Normalization, normalize
-from neardup.core.params import HASH_VERSION, Params
-from neardup.core.ragged import Ragged
-from neardup.core.shingle import shingle_batch, shingles
-from neardup.core.sketch import Sketcher
-from neardup.core.tuning import (
-    Banding,
-    candidate_probability,
-    evaluate_banding,
-    false_negative_rate,
-    false_positive_rate,
-    optimal_params,
-    threshold_point,
-)
+
+if TYPE_CHECKING:
+    from neardup.core.estimate import JaccardEstimate, agreement, estimate_jaccard, wilson_interval
+    from neardup.core.lsh import band_keys
+    from neardup.core.minhash import (
+        DEFAULT_SCHEME,
+        DEFAULT_SEED,
+        EMPTY,
+        PRIME,
+        SCHEMES,
+        MinHasher,
+        empty_rows,
+    )
+    from neardup.core.params import HASH_VERSION, Params
+    from neardup.core.ragged import Ragged
+    from neardup.core.shingle import shingle_batch, shingles
+    from neardup.core.sketch import Sketcher
+    from neardup.core.tuning import (
+        Banding,
+        candidate_probability,
+        evaluate_banding,
+        false_negative_rate,
+        false_positive_rate,
+        optimal_params,
+        threshold_point,
+    )
+
+# Where each public name lives. They load on first use (PEP 562), so importing one module of the
+# core (as every command does, through the package) does not import all the others.
+_HOMES = {
+    "estimate": ("JaccardEstimate", "agreement", "estimate_jaccard", "wilson_interval"),
+    "lsh": ("band_keys",),
+    "minhash": ("DEFAULT_SCHEME", "DEFAULT_SEED", "EMPTY", "PRIME", "SCHEMES", "MinHasher", "empty_rows"),
+    "params": ("HASH_VERSION", "Params"),
+    "ragged": ("Ragged",),
+    "shingle": ("shingle_batch", "shingles"),
+    "sketch": ("Sketcher",),
+    "tuning": (
+        "Banding",
+        "candidate_probability",
+        "evaluate_banding",
+        "false_negative_rate",
+        "false_positive_rate",
+        "optimal_params",
+        "threshold_point",
+    ),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME_OF:
+        raise AttributeError(f"module 'neardup.core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"neardup.core.{_HOME_OF[name]}"), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
 
 __all__ = [
     "DEFAULT_SCHEME",
@@ -60,3 +108,7 @@ __all__ = [
     "threshold_point",
     "wilson_interval",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,4 +1,5 @@
-"""Compiled inner loops (numba). Private: the public modules wrap them with checked arguments.
+"""Compiled inner loops (numba), loaded on first need. Private: the public modules wrap them with
+checked arguments.
 
 Every kernel works on a *ragged batch*: one flat array of values plus an ``offsets`` array of
 length ``docs + 1``, document ``i`` owning ``values[offsets[i]:offsets[i + 1]]``. Code points may
@@ -8,118 +9,166 @@ Integer arithmetic is exact and platform-independent: 32-bit steps are narrowed 
 ``np.uint32(...)`` after every operation (numba widens uint32 operands to 64 bits otherwise), and
 64-bit steps use uint64 operands only (mixing signed and unsigned would give floats). The same
 code therefore gives the same bits run by the interpreter on numpy scalars (which wrap where numba
-wraps): the public kernels do that for small inputs until they are compiled or cached, because
-compiling them all takes seconds and a few documents take milliseconds interpreted.
+wraps). Most kernels also have a whole-array numpy version (``_vectorised``) with the same bits.
+Until a kernel has run long enough to be worth loading (see ``_Kernel``), it runs as numpy, else
+interpreted, so a command on a few texts never imports numba, let alone compiles.
 """
 
 from __future__ import annotations
 
 import functools
-import os
+import threading
 import types
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import numpy as np
-from numba import njit
-from numba.core.dispatcher import Dispatcher
 
-U32 = np.uint32
-U64 = np.uint64
-MASK32 = U64(0xFFFFFFFF)
+from neardup.core import _constants, _vectorised
+from neardup.core._constants import (
+    _BAND_SEED,
+    _C1,
+    _C2,
+    _F1,
+    _F2,
+    _FIVE,
+    _G1,
+    _G2,
+    _M1,
+    _M2,
+    _N1,
+    MASK32,
+    U32,
+    U64,
+)
 
-# MurmurHash3 x86_32 constants (Appleby's public-domain reference implementation).
-_C1 = U32(0xCC9E2D51)
-_C2 = U32(0x1B873593)
-_N1 = U32(0xE6546B64)
-_F1 = U32(0x85EBCA6B)
-_F2 = U32(0xC2B2AE35)
-# MurmurHash3 fmix64 constants: a bijective 64-bit finaliser with full avalanche.
-_M1 = U64(0xFF51AFD7ED558CCD)
-_M2 = U64(0xC4CEB9FE1A85EC53)
-# Odd 64-bit constants (golden ratio; a large odd number) that spread bin and attempt numbers.
-_G1 = U64(0x9E3779B97F4A7C15)
-_G2 = U64(0xD6E8FEB86659FD93)
+# The public modules name these through here.
+PRIME = _constants.PRIME
+EMPTY = _constants.EMPTY
 
-# Largest prime below 2**32. With x < 2**32 and a, b < p, a*x + b < 2**64, so uint64 math is exact
-# and every row wraps the modulus (the 2**61-1 prime with 32-bit keys does not).
-PRIME = U64(4_294_967_291)
-# 2**32 = PRIME + 5, so hi * 2**32 + lo = hi * 5 + lo (mod PRIME): no division in the hot loop.
-_FIVE = U64(5)
-# Marks "no minimum": above every value below PRIME, so it never equals a real row.
-EMPTY = U32(0xFFFFFFFF)
-# Seeds the band-key fold so that an all-zero band does not hash to fmix64(0) = 0.
-_BAND_SEED = U64(0x243F6A8885A308D3)
-
-
-# Interpreted, a kernel takes ~10 us per unit of work (about one inner-loop step); compiling one takes
-# 0.3-1 s and loading it from numba's cache ~0.2 s (measured on this project's machine). So a kernel
-# not yet compiled in this process runs interpreted on inputs below INTERPRET_BELOW units (~0.2 s,
-# a cache load), until it has spent about what loading (cached) or compiling it would have cost;
-# then it loads or compiles (and caches) once. A small command never pays for either.
+# Interpreted, a kernel takes roughly one unit of time per unit of ``work`` (about one inner-loop
+# step); its numpy version (``_vectorised``, where it has one) takes a small fraction of that per
+# unit plus a fixed cost per call. Loading a kernel means importing numba and reading numba's cache
+# (or compiling, once per installation), which costs about INTERPRET_BUDGET units. So a kernel not
+# yet loaded in this process runs its numpy version, else (below INTERPRET_BELOW units) the
+# interpreter, until it has spent about what loading would have cost; then it loads once. A small
+# command never imports numba, and a long-running process loads each kernel it keeps using.
 INTERPRET_BELOW = 20_000
-INTERPRET_BUDGET = 100_000
-INTERPRET_BUDGET_CACHED = 20_000
+INTERPRET_BUDGET = 20_000
+# Units of work a numpy version does in the time the interpreter does one (kept on the low side of
+# what the hashing kernels achieve, so a long batch loads the compiled kernel sooner).
+VECTORISED_SPEEDUP = 200
+# Units of interpreted work a numpy call costs however small its input (numpy's per-call overhead).
+VECTORISED_CALL = 100
+
+# What ``_jit`` registered: the name of each function numba compiles, with its options.
+_JITTED: dict[str, dict[str, Any]] = {}
+_LOADING = threading.Lock()
 
 
 class _Kernel:
-    """A compiled kernel that runs small inputs interpreted until that has cost what compiling would."""
+    """A numba kernel loaded on first need; until then small inputs run its numpy version (if it has
+    one) or the interpreter, until that has cost what loading it would."""
 
-    def __init__(self, compiled: Any, work: Callable[..., int]) -> None:
-        self.compiled = compiled
+    def __init__(self, function: Callable[..., Any], work: Callable[..., int], vectorised: Any) -> None:
+        self.py_func = function
         self.work = work
-        self.name: str = compiled.py_func.__name__
+        self.vectorised: Callable[..., Any] | None = vectorised
+        self.name: str = function.__name__
         self.spent = 0
-        self.cached: bool | None = None  # whether numba's cache has it, looked up on first use
-        functools.update_wrapper(self, compiled.py_func)
+        self._compiled: Any = None
+        functools.update_wrapper(self, function)
 
-    def _in_cache(self) -> bool:
-        if self.cached is None:
-            try:  # numba's private layout; if it moves, the budget is the uncached one
-                self.cached = os.path.exists(self.compiled._cache._cache_file._index_path)
-            except AttributeError:
-                self.cached = False
-        return self.cached
+    @property
+    def compiled(self) -> Any:
+        """The numba dispatcher (importing numba, loading from its cache or compiling on first call)."""
+        if self._compiled is None:
+            self._compiled = _compiled_namespace()[self.name]
+        return self._compiled
+
+    @property
+    def loaded(self) -> bool:
+        """Whether this process has compiled or loaded the kernel already."""
+        return self._compiled is not None and bool(self._compiled.overloads)
 
     def __call__(self, *args: Any) -> Any:
-        if self.compiled.overloads:  # compiled or loaded in this process already
+        if self.loaded:
             return self.compiled(*args)
         work = self.work(*args)
-        budget = INTERPRET_BUDGET_CACHED if self._in_cache() else INTERPRET_BUDGET
-        if work >= INTERPRET_BELOW or self.spent + work > budget:
+        if self.vectorised is not None:
+            cost, run = VECTORISED_CALL + work // VECTORISED_SPEEDUP, self.vectorised
+        elif work < INTERPRET_BELOW:
+            cost, run = work, interpreted(self.name)
+        else:
             return self.compiled(*args)
-        self.spent += work
-        return interpreted(self.name)(*args)
+        if self.spent + cost > INTERPRET_BUDGET:
+            return self.compiled(*args)
+        self.spent += cost
+        return run(*args)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _kernel(work: Callable[..., int]) -> Callable[[_F], _F]:
-    """Compile the function with numba (cached, GIL released) and route small inputs as _Kernel does."""
+def _jit(**options: Any) -> Callable[[_F], _F]:
+    """Mark a function for numba (with these options) when the kernels load; until then it stays
+    the plain Python function, so defining the kernels imports no numba."""
+
+    def register(function: _F) -> _F:
+        _JITTED[function.__name__] = options
+        return function
+
+    return register
+
+
+def _kernel(work: Callable[..., int], vectorised: Callable[..., Any] | None = None) -> Callable[[_F], _F]:
+    """A kernel compiled with numba (cached, GIL released) when needed, routed as _Kernel does."""
 
     def wrap(function: _F) -> _F:
-        return cast(_F, _Kernel(njit(cache=True, nogil=True)(function), work))
+        _jit(cache=True, nogil=True)(function)
+        return cast(_F, _Kernel(function, work, vectorised))
 
     return wrap
 
 
+def _namespace(wrap: Callable[[types.FunctionType, dict[str, Any]], Any], **fixed: Any) -> dict[str, Any]:
+    """This module's globals with every registered function rebuilt on them and passed to ``wrap``
+    (so that the functions call each other's wrapped versions), and ``fixed`` names as given."""
+    namespace = dict(globals())
+    namespace.update(fixed)
+    for name, options in _JITTED.items():
+        if name in fixed:
+            continue
+        value = globals()[name]
+        f = value.py_func if isinstance(value, _Kernel) else value
+        copy = types.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__)
+        namespace[name] = wrap(copy, options)
+    return namespace
+
+
 @functools.cache
 def _interpreted_namespace() -> dict[str, Any]:
-    """This module's globals with every kernel and helper as its plain Python function."""
-    namespace = dict(globals())
-    for name, value in globals().items():
-        compiled = value.compiled if isinstance(value, _Kernel) else value
-        if isinstance(compiled, Dispatcher):
-            f = compiled.py_func
-            namespace[name] = types.FunctionType(
-                f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__
-            )
+    """Every kernel and helper as its plain Python function."""
     # Interpreted, a document's sort is numpy's: every correct sort gives the same values, and the
-    # radix sort's passes over 2**11 counters would take ~0.1 s per document as Python.
-    namespace["_insertion_sort"] = np.sort
-    namespace["_radix_sort"] = lambda values, scratch, counts: np.sort(values)
-    return namespace
+    # radix sort's passes over 2**11 counters are far too many steps for the interpreter.
+    return _namespace(
+        lambda f, options: f,
+        _insertion_sort=np.sort,
+        _radix_sort=lambda values, scratch, counts: np.sort(values),
+    )
+
+
+_COMPILED: dict[str, Any] = {}
+
+
+def _compiled_namespace() -> dict[str, Any]:
+    """Every kernel and helper as a numba dispatcher (numba imported here, once, by one thread)."""
+    from neardup.core import _numba_cache  # numba and what finds its cache, imported on first need
+
+    with _LOADING:
+        if not _COMPILED:
+            _COMPILED.update(_namespace(_numba_cache.jit))
+    return _COMPILED
 
 
 def interpreted(name: str) -> Callable[..., Any]:
@@ -137,23 +186,23 @@ def _docs(offsets: np.ndarray) -> int:
     return int(offsets.shape[0]) - 1
 
 
-@njit(inline="always")
+@_jit(inline="always")
 def _rotl32(x: np.uint32, r: int) -> np.uint32:
     return U32((x << U32(r)) | (x >> U32(32 - r)))
 
 
-@njit(inline="always")
+@_jit(inline="always")
 def _murmur_key(cp: np.uint32) -> np.uint32:
     """The per-block transform of MurmurHash3_x86_32 (depends on the block only)."""
     return U32(_rotl32(U32(cp * _C1), 15) * _C2)
 
 
-@njit(inline="always")
+@_jit(inline="always")
 def _murmur_step(h: np.uint32, key: np.uint32) -> np.uint32:
     return U32(_rotl32(U32(h ^ key), 13) * U32(5) + _N1)
 
 
-@njit(inline="always")
+@_jit(inline="always")
 def _murmur_final(h: np.uint32, n_bytes: np.uint32) -> np.uint32:
     h = U32(h ^ n_bytes)
     h = U32(h ^ (h >> U32(16)))
@@ -163,7 +212,7 @@ def _murmur_final(h: np.uint32, n_bytes: np.uint32) -> np.uint32:
     return U32(h ^ (h >> U32(16)))
 
 
-@njit(inline="always")
+@_jit(inline="always")
 def _fmix64(h: np.uint64) -> np.uint64:
     h ^= h >> U64(33)
     h *= _M1
@@ -173,7 +222,7 @@ def _fmix64(h: np.uint64) -> np.uint64:
     return h
 
 
-@njit(inline="always")
+@_jit(inline="always")
 def _permute(a: np.uint64, b: np.uint64, x: np.uint64) -> np.uint64:
     """(a * x + b) mod PRIME, exact for a, b < PRIME and x < 2**32."""
     y = a * x + b
@@ -182,7 +231,7 @@ def _permute(a: np.uint64, b: np.uint64, x: np.uint64) -> np.uint64:
     return t - PRIME if t >= PRIME else t
 
 
-@njit(cache=True, nogil=True)
+@_jit(cache=True, nogil=True)
 def _max_length(offsets: np.ndarray) -> int:
     longest = 0
     for d in range(offsets.shape[0] - 1):
@@ -190,7 +239,7 @@ def _max_length(offsets: np.ndarray) -> int:
     return longest
 
 
-@_kernel(lambda cps, offsets, is_space: cps.shape[0] + _docs(offsets))
+@_kernel(lambda cps, offsets, is_space: cps.shape[0] + _docs(offsets), _vectorised.collapse_whitespace)
 def collapse_whitespace(
     cps: np.ndarray, offsets: np.ndarray, is_space: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -253,7 +302,7 @@ def utf8_encode(cps: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.nd
     return out, out_off
 
 
-@_kernel(lambda cps, offsets, k: cps.shape[0] * (k + 2) + _docs(offsets))
+@_kernel(lambda cps, offsets, k: cps.shape[0] * (k + 2) + _docs(offsets), _vectorised.char_shingle_hashes)
 def char_shingle_hashes(cps: np.ndarray, offsets: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """MurmurHash3_x86_32 (seed 0) of the UTF-32-LE bytes of every window of k code points.
 
@@ -288,7 +337,9 @@ def char_shingle_hashes(cps: np.ndarray, offsets: np.ndarray, k: int) -> tuple[n
     return out, out_off
 
 
-@_kernel(lambda cps, offsets, k, is_space: cps.shape[0] * (k + 2) + _docs(offsets))
+@_kernel(
+    lambda cps, offsets, k, is_space: cps.shape[0] * (k + 2) + _docs(offsets), _vectorised.word_shingle_hashes
+)
 def word_shingle_hashes(
     cps: np.ndarray, offsets: np.ndarray, k: int, is_space: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -345,7 +396,7 @@ _RADIX = 1 << _RADIX_BITS
 _RADIX_MASK = U32(_RADIX - 1)
 
 
-@njit(inline="always")
+@_jit(inline="always")
 def _radix_sort(values: np.ndarray, scratch: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Sort uint32 ``values`` (LSD radix, 3 passes); returns whichever buffer holds the result."""
     n = values.shape[0]
@@ -368,7 +419,7 @@ def _radix_sort(values: np.ndarray, scratch: np.ndarray, counts: np.ndarray) -> 
     return src
 
 
-@njit(inline="always")
+@_jit(inline="always")
 def _insertion_sort(values: np.ndarray) -> np.ndarray:
     """Sort ``values`` in place (few values: no counting passes) and return it."""
     for i in range(1, values.shape[0]):
@@ -381,13 +432,18 @@ def _insertion_sort(values: np.ndarray) -> np.ndarray:
     return values
 
 
-@_kernel(lambda values, offsets: values.shape[0] * 2 + _docs(offsets))  # interpreted, numpy sorts
+@_kernel(
+    lambda values, offsets: values.shape[0] * 2 + _docs(offsets), _vectorised.unique_sorted
+)  # interpreted, numpy sorts
 def unique_sorted(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Sort each document's values and drop repeats."""
     return _unique_rows(values, offsets, np.arange(offsets.shape[0] - 1))
 
 
-@_kernel(lambda values, offsets, rows: 2 * int(np.diff(offsets)[rows].sum()) + rows.shape[0])
+@_kernel(
+    lambda values, offsets, rows: 2 * int(np.diff(offsets)[rows].sum()) + rows.shape[0],
+    _vectorised.unique_sorted_rows,
+)
 def unique_sorted_rows(
     values: np.ndarray, offsets: np.ndarray, rows: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -396,7 +452,7 @@ def unique_sorted_rows(
     return _unique_rows(values, offsets, rows)
 
 
-@njit(nogil=True)
+@_jit(nogil=True)
 def _unique_rows(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n_docs = rows.shape[0]
     total = 0
@@ -415,7 +471,7 @@ def _unique_rows(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> t
         start = offsets[rows[d]]
         n = offsets[rows[d] + 1] - start
         # Element loops, not slice assignment or np.sort: those pull in numba's generic broadcasting
-        # and quicksort, which cost ~6 s of compilation on first use for no speed here.
+        # and quicksort, which add much compilation on first use for no speed here.
         for i in range(n):
             buf_a[i] = values[start + i]
         # An insertion sort is faster than three counting passes for a few values.
@@ -428,7 +484,9 @@ def _unique_rows(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> t
     return out[:w].copy(), out_off
 
 
-@_kernel(lambda hashes, offsets, a, b: (hashes.shape[0] + _docs(offsets)) * a.shape[0])
+@_kernel(
+    lambda hashes, offsets, a, b: (hashes.shape[0] + _docs(offsets)) * a.shape[0], _vectorised.minhash_classic
+)
 def minhash_classic(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Row i of document d: min over its hashes x of (a[i] * x + b[i]) mod PRIME; EMPTY if none."""
     n_docs = offsets.shape[0] - 1
@@ -448,7 +506,10 @@ def minhash_classic(hashes: np.ndarray, offsets: np.ndarray, a: np.ndarray, b: n
     return sig
 
 
-@_kernel(lambda hashes, offsets, n_bins, a, b, seed: hashes.shape[0] * 2 + _docs(offsets) * n_bins)
+@_kernel(
+    lambda hashes, offsets, n_bins, a, b, seed: hashes.shape[0] * 2 + _docs(offsets) * n_bins,
+    _vectorised.minhash_oph,
+)
 def minhash_oph(
     hashes: np.ndarray, offsets: np.ndarray, n_bins: int, a: np.uint64, b: np.uint64, probe_seed: np.uint64
 ) -> np.ndarray:
@@ -489,7 +550,7 @@ def minhash_oph(
     return sig
 
 
-@_kernel(lambda sig, bands, rows: sig.shape[0] * bands * rows)
+@_kernel(lambda sig, bands, rows: sig.shape[0] * bands * rows, _vectorised.band_keys)
 def band_keys(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """Key of band j: h = BAND_SEED; h = fmix64(h ^ v) for its r values in order; as int64."""
     n_docs = sig.shape[0]
@@ -511,7 +572,8 @@ def _pair_values(a_offsets: np.ndarray, b_offsets: np.ndarray, left: np.ndarray,
 @_kernel(
     lambda a_values, a_offsets, b_values, b_offsets, left, right: (
         left.shape[0] + _pair_values(a_offsets, b_offsets, left, right)
-    )
+    ),
+    _vectorised.pair_jaccard,
 )
 def pair_jaccard(
     a_values: np.ndarray,
@@ -551,7 +613,7 @@ _SLOT_MIX = U32(0x9E3779B1)
 _FREE, _IN_A, _IN_B, _IN_BOTH = np.uint8(0), np.uint8(1), np.uint8(2), np.uint8(3)
 
 
-@njit(inline="always")
+@_jit(inline="always")
 def _table_bits(n: int) -> int:
     """Bits of a table with at least twice ``n`` slots (at most half full with n values)."""
     bits = 1
@@ -560,7 +622,7 @@ def _table_bits(n: int) -> int:
     return bits
 
 
-@njit(inline="always")
+@_jit(inline="always")
 def _slot_of(slots: np.ndarray, state: np.ndarray, v: np.uint32, shift: np.uint32, mask: int) -> np.int64:
     """The slot of the pair kernel's table that holds ``v``, else the free one it goes in."""
     s = np.int64(U32(v * _SLOT_MIX) >> shift)
@@ -572,7 +634,8 @@ def _slot_of(slots: np.ndarray, state: np.ndarray, v: np.uint32, shift: np.uint3
 @_kernel(
     lambda a_values, a_offsets, b_values, b_offsets, left, right: (
         left.shape[0] + 2 * _pair_values(a_offsets, b_offsets, left, right)
-    )
+    ),
+    _vectorised.pair_jaccard_unsorted,
 )
 def pair_jaccard_unsorted(
     a_values: np.ndarray,
@@ -626,7 +689,7 @@ def pair_jaccard_unsorted(
     return out
 
 
-@_kernel(lambda sigs, left, right: left.shape[0] * sigs.shape[1])
+@_kernel(lambda sigs, left, right: left.shape[0] * sigs.shape[1], _vectorised.pair_agreement)
 def pair_agreement(sigs: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Share of equal non-EMPTY rows of signatures ``left[i]`` and ``right[i]`` (a Jaccard estimate)."""
     n = sigs.shape[1]

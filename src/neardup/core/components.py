@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy.sparse import coo_array
-from scipy.sparse.csgraph import connected_components
 
 from neardup.errors import ParamsError
 
@@ -29,6 +27,10 @@ def component_labels(
         or (ids[ib] != b).any()
     ):
         raise ParamsError("every edge end must be one of the nodes")
+    # Imported here: only writes form clusters, and a command that only reads need not load scipy.
+    from scipy.sparse import coo_array
+    from scipy.sparse.csgraph import connected_components
+
     graph = coo_array((np.ones(a.size, dtype=np.int8), (ia, ib)), shape=(ids.size, ids.size))
     _, component = connected_components(graph, directed=False)
     # Smallest id per component: ids are sorted, so the first occurrence of each component wins.

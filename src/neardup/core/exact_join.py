@@ -14,13 +14,16 @@ first, its candidates verified by ``exact_jaccard``: on Debian package descripti
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-from scipy.sparse import csr_array
 
 from neardup.core.ragged import Ragged
 from neardup.errors import ParamsError
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_array
 
 # Pairs a single product may hold (one left block x the whole right side): the product and its
 # per-pair arrays stay within a few hundred MB however large either side is.
@@ -36,6 +39,9 @@ def _incidence(values: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64], colu
     """Sets x tokens matrix with a 1 where set i holds token ``values`` (column indices, set by set)."""
     indptr = np.zeros(sizes.size + 1, dtype=np.int64)
     np.cumsum(sizes, out=indptr[1:])
+    # Imported here: only measuring runs the exact join, and other commands need not load scipy.
+    from scipy.sparse import csr_array
+
     return csr_array((np.ones(values.size, dtype=np.int32), values, indptr), shape=(sizes.size, columns))
 
 

@@ -88,8 +88,8 @@ def encode_batch(texts: Sequence[str], normalization: Normalization = DEFAULT_NO
         # only: done on the bytes of the whole batch, with no per-text Python work.
         prepared: Sequence[str] = texts
         data = joined.encode("ascii")
-        # bytes.lower() maps A-Z to a-z and nothing else: 2.3x faster (timed by hand) than a numpy table
-        # lookup on a chunk of 2,000 texts, and with no temporary arrays.
+        # bytes.lower() maps A-Z to a-z and nothing else: one C loop, faster than a numpy table lookup
+        # and with no temporary arrays.
         cps: np.ndarray = np.frombuffer(data if normalization.case == "keep" else data.lower(), np.uint8)
     else:
         prepared = [_form_and_case(t, normalization) for t in texts]

@@ -30,8 +30,8 @@ class Sketch:
 
     shingles: tuple[Ragged, ...]
     """Shingle hashes of each text in text order, repeats kept (``distinct_shingles`` sorts and
-    dedupes), in the chunks the threads made them in: copying a 50,000-text batch's ~290 MB into one
-    array took 0.09-0.52 s, a third of sketching it on two threads (hand timing, 1M synthetic)."""
+    dedupes), in the chunks the threads made them in: copying a large batch's hashes into one
+    array would cost a sizeable share of sketching it."""
     signatures: npt.NDArray[np.uint32]
     """MinHash signatures, docs x num_perm."""
     hashes: list[bytes] | None
@@ -98,7 +98,7 @@ class Sketcher:
         text once; on ``threads`` threads (the same result: the kernels and hashing release the
         GIL, the normalisation does not, so two threads give less than twice the rate). A lookup
         that stores nothing skips the hashes: BLAKE2b of each text as UTF-32, four bytes a
-        character, is about a tenth of a batch's sketching (py-spy of bench_profile's check)."""
+        character, is a noticeable share of a batch's sketching."""
 
         def one(chunk: Sequence[str]) -> Sketch:
             return self._sketch(chunk, hashed)

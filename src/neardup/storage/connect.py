@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qsl, quote, quote_plus, unquote
 
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
 
 from neardup.errors import DatabaseConnectionError, DatabaseError, NeardupError, SchemaError
 from neardup.storage.binary import register_array_loaders
@@ -22,33 +23,108 @@ Connection = psycopg.Connection[Any]
 # Server messages beyond this are cut in error text: a COPY error can quote a whole row.
 _MAX_MESSAGE = 500
 
+# URLs are read as SQLAlchemy's make_url reads them (this is its pattern, and the rendering below is
+# its render_as_string), without importing SQLAlchemy: a command that only queries never needs it.
+# tests/storage/test_connect.py checks both against SQLAlchemy on arbitrary URLs.
+_URL = re.compile(
+    r"""
+        (?P<name>[\w\+]+)://
+        (?:
+            (?P<username>[^:/]*)
+            (?::(?P<password>[^@]*))?
+        @)?
+        (?:
+            (?:
+                \[(?P<ipv6host>[^/\?]+)\] |
+                (?P<ipv4host>[^/:\?]+)
+            )?
+            (?::(?P<port>[^/\?]*))?
+        )?
+        (?:/(?P<database>[^\?]*))?
+        (?:\?(?P<query>.*))?
+    """,
+    re.X,
+)
 
-def _parse(url: str) -> URL:
+
+@dataclass(frozen=True)
+class _Url:
+    """A database URL's parts, as SQLAlchemy's URL holds them."""
+
+    drivername: str
+    username: str | None
+    password: str | None
+    host: str | None
+    port: int | None
+    database: str | None
+    query: dict[str, list[str]]
+
+    @property
+    def backend(self) -> str:
+        return self.drivername.split("+")[0]
+
+    def render(self, drivername: str, hide_password: bool) -> str:
+        s = drivername + "://"
+        if self.username is not None:
+            s += quote(self.username, safe=" +")
+            if self.password is not None:
+                s += ":" + ("***" if hide_password else quote(self.password, safe=" +"))
+            s += "@"
+        if self.host is not None:
+            s += f"[{self.host}]" if ":" in self.host else self.host
+        if self.port is not None:
+            s += f":{self.port}"
+        if self.database is not None:
+            s += "/" + quote(self.database, safe=" +/")
+        if self.query:
+            s += "?" + "&".join(
+                f"{quote_plus(key)}={quote_plus(value)}"
+                for key in sorted(self.query)
+                for value in self.query[key]
+            )
+        return s
+
+
+def _parse(url: str) -> _Url:
+    m = _URL.match(url) if isinstance(url, str) else None
     try:
-        parsed = make_url(url)
-    except ArgumentError as exc:
+        if m is None:
+            raise ValueError("no URL")
+        port = m["port"]
+        query: dict[str, list[str]] = {}
+        for key, value in parse_qsl(m["query"] or ""):
+            query.setdefault(key, []).append(value)
+        username, password, database = (
+            None if m[part] is None else unquote(m[part]) for part in ("username", "password", "database")
+        )
+        host = m["ipv4host"] or m["ipv6host"]
+        parsed = _Url(
+            m["name"], username, password, host, None if port is None else int(port), database, query
+        )
+    except ValueError as exc:  # no match, or a port that is no number
         raise DatabaseConnectionError(f"not a database URL: {url!r}") from exc
-    if parsed.get_backend_name() not in ("postgresql", "postgres"):
-        raise DatabaseConnectionError(f"neardup needs PostgreSQL, got a {parsed.get_backend_name()!r} URL")
+    if parsed.backend not in ("postgresql", "postgres"):
+        raise DatabaseConnectionError(f"neardup needs PostgreSQL, got a {parsed.backend!r} URL")
     return parsed
 
 
-def sqlalchemy_url(url: str) -> URL:
+def sqlalchemy_url(url: str) -> str:
     """The SQLAlchemy URL (postgresql+psycopg) for a postgresql:// or postgresql+psycopg:// URL."""
-    return _parse(url).set(drivername=_DRIVER)
+    return _parse(url).render(_DRIVER, hide_password=False)
 
 
 def libpq_url(url: str) -> str:
     """The libpq connection URI for a SQLAlchemy-style URL (the password kept)."""
-    return _parse(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    return _parse(url).render("postgresql", hide_password=False)
 
 
 def redacted(url: str) -> str:
     """The URL with any password hidden, for messages."""
     try:
-        return _parse(url).render_as_string(hide_password=True)
+        parsed = _parse(url)
     except NeardupError:
         return "<invalid URL>"
+    return parsed.render(parsed.drivername, hide_password=True)
 
 
 def connect(url: str) -> Connection:

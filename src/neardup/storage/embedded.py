@@ -23,8 +23,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
-
 from neardup.errors import ServerError
 from neardup.storage.server import LocalServer
 
@@ -36,8 +34,8 @@ PG_DIR_NAME = "pg18"
 ROOT_BASE_DIR = Path("/var/lib/neardup")  # as root: 'nobody' cannot traverse /root (0700)
 HOME_ENV = "NEARDUP_HOME"
 IDLE_TIMEOUT_ENV = "NEARDUP_SERVER_IDLE_TIMEOUT"
-# Starting the server costs a command about 1-2 s; five idle minutes keep it through a working
-# session of commands and hand its memory back soon after one ends.
+# Starting the server is the slowest part of a command that must start it; five idle minutes keep
+# it through a working session of commands and hand its memory back soon after one ends.
 DEFAULT_IDLE_TIMEOUT = 300.0
 WATCHDOG_MODULE = "neardup.storage.embedded_watchdog"
 # The watchdog sleeps at most this long between looks, so it notices a stopped server and a stale
@@ -52,6 +50,8 @@ def default_data_dir() -> Path:
         return Path(home).expanduser().absolute() / PG_DIR_NAME
     if os.geteuid() == 0:
         return ROOT_BASE_DIR / PG_DIR_NAME
+    import platformdirs  # here: with NEARDUP_HOME set or as root, no command needs it
+
     return Path(platformdirs.user_data_dir("neardup", appauthor=False)) / PG_DIR_NAME
 
 

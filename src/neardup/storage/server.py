@@ -149,11 +149,22 @@ class LocalServer:
         self.data_dir = Path(data_dir).resolve()
         self.durable = durable
         self.settings = dict(settings or {})
-        self.bin_dir = bin_dir if bin_dir is not None else find_binaries()
+        self._bin_dir = bin_dir  # found on first need: attaching to a running server needs none
         self.socket_dir: Path | None = None
         self._user: User | None = None
         self._started = False  # True only when this instance started the server (and so stops it)
         self._own_socket_dir = False
+
+    @property
+    def bin_dir(self) -> Path:
+        """The directory of initdb, pg_ctl and postgres (``find_binaries()`` unless given)."""
+        if self._bin_dir is None:
+            self._bin_dir = find_binaries()
+        return self._bin_dir
+
+    @bin_dir.setter
+    def bin_dir(self, value: Path) -> None:
+        self._bin_dir = value
 
     @property
     def url(self) -> str:
