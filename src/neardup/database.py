@@ -120,7 +120,7 @@ class Database:
     def upgrade(self, revision: str = "head") -> None:
         """Create the schema or bring it up to ``revision`` (default: the newest), in one
         transaction; a schema already at the newest is left alone without starting a migration."""
-        if revision == "head" and self.revision() == self.head_revision():
+        if revision == "head" and migrate.is_head(self.revision()):
             return
         migrate.upgrade(self.url, self.schema, revision)
 

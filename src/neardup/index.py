@@ -186,7 +186,7 @@ class Index:
             case=case,
             collapse_whitespace=collapse_whitespace,
         )
-        if migrate.current_revision(url, schema) != migrate.head_revision():
+        if not migrate.is_head(migrate.current_revision(url, schema)):
             migrate.upgrade(url, schema)
         conn = connect(url)
         try:
