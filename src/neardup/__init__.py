@@ -26,15 +26,20 @@ from neardup.errors import (
 
 if TYPE_CHECKING:
     from neardup.config import IndexConfig
+    from neardup.database import Database
     from neardup.evaluation import Evaluation
     from neardup.index import AddResult, Index, Stats
 
 __version__ = "0.1.0"
 
-_LAZY = {"Index", "AddResult", "Evaluation", "Stats", "IndexConfig"}
+_LAZY = {"Index", "AddResult", "Evaluation", "Stats", "IndexConfig", "Database"}
 
 
 def __getattr__(name: str) -> Any:
+    if name == "Database":
+        from neardup import database
+
+        return database.Database
     if name == "IndexConfig":
         from neardup import config
 
@@ -50,6 +55,7 @@ __all__ = [
     "AddResult",
     "CollectionExistsError",
     "CollectionNotFoundError",
+    "Database",
     "DatabaseConnectionError",
     "DatabaseError",
     "Evaluation",
