@@ -65,6 +65,8 @@ def test_log_in_open_the_largest_cluster_compare_and_label_a_pair(
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
+            console: list[str] = []
+            page.on("console", lambda message: console.append(message.text))
             page.goto(f"{service.base}/review/{name}")
             assert "/review/login" in page.url  # no session yet: the login form
             page.fill("#token", token)
@@ -88,6 +90,12 @@ def test_log_in_open_the_largest_cluster_compare_and_label_a_pair(
             differing = " ".join(page.locator("#text-a span.only, #text-b span.only").all_inner_texts())
             assert "42,000" in differing or "Wednesday" in differing or "fallen" in differing
             assert "measured" in page.inner_text("#similarity")
+            # The Content-Security-Policy lets the pages' own style sheet apply, and blocks nothing else.
+            assert page.locator("body").evaluate("b => getComputedStyle(b).maxWidth") == "1248px"
+            assert page.locator("mark").first.evaluate("m => getComputedStyle(m).backgroundColor") == (
+                "rgb(253, 230, 138)"
+            )
+            assert not [m for m in console if "Content Security Policy" in m], console
             SCREENSHOT.parent.mkdir(exist_ok=True)
             page.screenshot(path=str(SCREENSHOT), full_page=True)
             id_a = page.locator("input[name=a]").get_attribute("value")

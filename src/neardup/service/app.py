@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from neardup import __version__
-from neardup.service import problems, review, routes
+from neardup.service import logs, problems, review, routes
 from neardup.service.bodies import BodyTooLargeError, read_body, replay
 from neardup.service.context import DEFAULT_MAX_BODY, Context, Settings
 from neardup.service.fast_query import FastQuery
@@ -62,6 +62,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        logs.install()
         yield
         ctx.close()
 

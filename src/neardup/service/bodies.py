@@ -1,9 +1,15 @@
-"""Request bodies at the ASGI level: read one whole (within a limit), and hand it on again."""
+"""Request bodies: read one whole at the ASGI level (within a limit) and hand it on again; parse
+JSON refusing repeated keys."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 from starlette.types import Receive
 
 
@@ -42,3 +48,70 @@ def replay(body: bytes, receive: Receive) -> Receive:
         return message
 
     return replayed
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object of the body names the same key twice (``key``: that key)."""
+
+    def __init__(self, key: str) -> None:
+        """The repeated ``key``."""
+        super().__init__(f"the key {key!r:.80} appears twice in one object")
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members as a dict, or DuplicateKeyError: with Python's default the last of two
+    equal keys wins silently, so a client's mistake (or a smuggled value) would go unnoticed."""
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(key)
+            seen.add(key)
+    return result
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` refusing an object that repeats a key (DuplicateKeyError, a ValueError)."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
+def repeated_key(body: bytes) -> DuplicateKeyError | None:
+    """The error for the first repeated key of the JSON ``body``, or None (also when it is no JSON
+    at all: whoever parses it next says what is wrong with it)."""
+    try:
+        loads(body)
+    except DuplicateKeyError as exc:
+        return exc
+    except (ValueError, RecursionError):
+        return None
+    return None
+
+
+class _StrictJSONRequest(Request):
+    """A request whose ``json()`` refuses repeated keys (422 naming the key)."""
+
+    async def json(self) -> Any:
+        """The body as JSON; FastAPI calls this for a route's body model."""
+        if not hasattr(self, "_json"):
+            try:
+                self._json = loads(await self.body())
+            except DuplicateKeyError as exc:
+                # FastAPI re-raises an HTTPException from here as it is (any other error becomes
+                # its generic 400); the app's handler makes it a problem document.
+                raise HTTPException(422, f"the request body is not valid: {exc}") from exc
+        return self._json
+
+
+class StrictJSONRoute(APIRoute):
+    """A route whose JSON body model is parsed refusing repeated keys."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """FastAPI's handler, given the stricter request."""
+        handler = super().get_route_handler()
+
+        async def strict(request: Request) -> Response:
+            return await handler(_StrictJSONRequest(request.scope, request.receive))
+
+        return strict

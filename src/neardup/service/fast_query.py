@@ -3,8 +3,8 @@
 ``POST /v1/collections/{name}/query`` is short in the index, so FastAPI's routing, dependency
 solving and exception layers are a large share of its cost (bench_service.py measures it). This
 layer answers the request itself when everything about it is ordinary: tokens off, or a bearer
-token checked in the last seconds that may read the collection;
-a JSON body that validates; an open index of the collection free at once; a query that succeeds.
+token checked in the last seconds that may read the collection; a JSON body that validates (no
+key repeated); an open index of the collection free at once; a query that succeeds.
 Anything else (no token, an unknown one, too small a scope, a bad body, a busy or unknown
 collection, an error in the query) goes to the route in ``routes.py`` with the body replayed, so
 every check and every error document stays the route's own. A query changes nothing, so running
@@ -21,7 +21,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from neardup.credentials import digest
 from neardup.service import models
-from neardup.service.bodies import read_body, replay
+from neardup.service.bodies import read_body, repeated_key, replay
 from neardup.service.context import Context
 from neardup.service.problems import ProblemError
 
@@ -81,6 +81,8 @@ class FastQuery:
             except ProblemError:
                 return None
         try:
+            if repeated_key(body) is not None:  # pydantic would keep the last silently
+                return None
             query = models.Query.model_validate_json(body)
             text = text_ok(query.text, "'text'")
             with ctx.indexes.index(name, wait=False) as index:

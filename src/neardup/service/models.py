@@ -114,7 +114,7 @@ class Query(Strict):
 
     text: str = Field(max_length=10_000_000)
     min_jaccard: float | None = Field(None, ge=0.0, le=1.0)
-    limit: int | None = Field(None, ge=0, le=100_000)
+    limit: int | None = Field(None, ge=1, le=100_000, description="at most this many matches (unset: all)")
 
 
 class Match(BaseModel):
@@ -216,7 +216,8 @@ DOCUMENTS_BODY: dict[str, Any] = {
                         "type": "object",
                         "required": ["id", "text"],
                         "properties": {
-                            "id": {"type": "string", "minLength": 1},
+                            # An integer id is taken as its decimal text, as `neardup add` reads one.
+                            "id": {"type": ["string", "integer"], "minLength": 1},
                             "text": {"type": "string"},
                             "meta": {"type": "object"},
                         },

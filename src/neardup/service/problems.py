@@ -43,6 +43,12 @@ _STATUSES: tuple[tuple[type[NeardupError], int], ...] = (
     (DatabaseConnectionError, 503),
     (SchemaError, 503),
 )
+# What a 503 says: the error's own text names the database's user, host and port or socket path
+# (psycopg's connection messages do), which a caller, even one with a bad token, must not learn;
+# the server log keeps it.
+UNAVAILABLE = "the database is unavailable"
+# Seconds a client is asked to wait after a 503 (Retry-After) before trying again.
+RETRY_AFTER_SECONDS = 5
 # "record 3: field 'id' ..." or "record 3 (id 'x'): field 'text' ...", as neardup.records words it.
 _RECORD = re.compile(r"^record (\d+)(?: \(id .*?\))?: (?:field '(\w+)')?")
 
@@ -73,7 +79,10 @@ class ProblemError(Exception):
         }
         if request is not None:
             body["instance"] = request.url.path
-        return JSONResponse(body, status_code=self.status, media_type=MEDIA_TYPE, headers=self.headers)
+        headers = self.headers
+        if self.status == 503:
+            headers = {"Retry-After": str(RETRY_AFTER_SECONDS), **(headers or {})}
+        return JSONResponse(body, status_code=self.status, media_type=MEDIA_TYPE, headers=headers)
 
 
 def from_error(exc: NeardupError) -> ProblemError:
@@ -81,6 +90,13 @@ def from_error(exc: NeardupError) -> ProblemError:
     status = next((s for cls, s in _STATUSES if isinstance(exc, cls)), 500)
     if status == 500:
         return ProblemError(500, "the server could not complete the request; the error was logged")
+    if status == 503:
+        if isinstance(exc, SchemaError):
+            return ProblemError(
+                503,
+                f"{UNAVAILABLE}: its neardup schema is missing or at another revision (neardup db upgrade)",
+            )
+        return ProblemError(503, UNAVAILABLE)
     extra: dict[str, Any] = {}
     if isinstance(exc, InputError) and (m := _RECORD.match(str(exc))):
         extra["errors"] = [{"record": int(m.group(1)), "field": m.group(2), "detail": str(exc)}]
@@ -97,7 +113,9 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(NeardupError)
     async def on_neardup(request: Request, exc: NeardupError) -> JSONResponse:
         problem = from_error(exc)
-        if problem.status >= 500:
+        if problem.status == 503:  # the detail the client was not told, without a traceback
+            log.warning("%s %s: %s: %s", request.method, request.url.path, UNAVAILABLE, exc)
+        elif problem.status >= 500:
             log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
         return problem.response(request)
 

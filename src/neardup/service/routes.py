@@ -19,11 +19,12 @@ from neardup.errors import CollectionNotFoundError, InputError, NeardupError
 from neardup.records import Document, documents
 from neardup.service import models
 from neardup.service.auth import Principal, context, require
+from neardup.service.bodies import DuplicateKeyError, StrictJSONRoute, loads, repeated_key
 from neardup.service.fast_query import matches_body, text_ok
 from neardup.service.pools import BusyError
-from neardup.service.problems import MEDIA_TYPE, ProblemError
+from neardup.service.problems import MEDIA_TYPE, UNAVAILABLE, ProblemError
 
-router = APIRouter()
+router = APIRouter(route_class=StrictJSONRoute)
 NDJSON = "application/x-ndjson"
 # Rows a page holds unless ``limit`` says otherwise, and the most it may say.
 DEFAULT_PAGE, MAX_PAGE = 1000, 10_000
@@ -35,7 +36,7 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
         (404, "no such collection or document"),
         (413, "the request body is too large"),
         (422, "the request is not valid; a bad record is named by position and field"),
-        (503, "the database does not answer"),
+        (503, "the database is unavailable (Retry-After says when to try again)"),
     )
 }
 Read = Annotated[Principal, Depends(require("read"))]
@@ -61,16 +62,30 @@ def _cursor(key: list[Any]) -> str:
     return base64.urlsafe_b64encode(json.dumps(key, ensure_ascii=False).encode()).decode().rstrip("=")
 
 
+def _not_a_cursor(why: str = "") -> ProblemError:
+    detail = "'after' is not a cursor this service gave out" + (f" ({why})" if why else "")
+    return ProblemError(422, detail, extra={"errors": [{"location": ["query", "after"], "detail": detail}]})
+
+
 def _after(cursor: str | None, length: int) -> list[Any] | None:
-    """The key a cursor holds (a list of ``length`` strings), or 422."""
+    """The key a cursor holds (a list of ``length`` strings that PostgreSQL's text can hold), or 422."""
     if cursor is None:
         return None
     try:
         key = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, binascii.Error) as exc:
-        raise ProblemError(422, "'after' is not a cursor this service gave out") from exc
+    except (ValueError, binascii.Error, RecursionError) as exc:
+        raise _not_a_cursor() from exc
     if not (isinstance(key, list) and len(key) == length and all(isinstance(k, str) for k in key)):
-        raise ProblemError(422, "'after' is not a cursor this service gave out")
+        raise _not_a_cursor()
+    # A JSON escape can carry what no stored id holds, and what the database would refuse with an
+    # error rather than compare: a NUL, or a lone surrogate (no UTF-8 encoding at all).
+    for k in key:
+        if "\x00" in k:
+            raise _not_a_cursor("it holds a NUL character")
+        try:
+            k.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise _not_a_cursor("it holds a lone surrogate") from exc
     return key
 
 
@@ -89,14 +104,18 @@ def _records(body: bytes, content_type: str) -> list[Document]:
     try:
         if content_type.split(";")[0].strip().lower() == NDJSON:
             items = []
-            for line in body.decode("utf-8").splitlines():
+            # Records end at "\n" only (a "\r" before it is JSON whitespace): str.splitlines would
+            # also split at U+2028, U+0085 and others, which JSON strings may hold unescaped.
+            for line in body.decode("utf-8").split("\n"):
                 if line.strip():
                     try:
-                        items.append(json.loads(line))
+                        items.append(loads(line))
+                    except DuplicateKeyError as exc:
+                        raise InputError(f"record {len(items)}: {exc}") from exc
                     except ValueError as exc:
                         raise InputError(f"record {len(items)}: not a JSON object ({exc})") from exc
         else:
-            parsed = json.loads(body)
+            parsed = loads(body)
             if not isinstance(parsed, list):
                 raise ProblemError(
                     422, "the body must be a JSON array of {id, text, meta} objects (or NDJSON)"
@@ -108,6 +127,8 @@ def _records(body: bytes, content_type: str) -> list[Document]:
         raise ProblemError(422, f"the body is not UTF-8 ({exc.reason} at byte {exc.start})") from exc
     except RecursionError as exc:
         raise ProblemError(422, "the body nests too deeply") from exc
+    except DuplicateKeyError as exc:
+        raise ProblemError(422, f"the request body is not valid: {exc}") from exc
     except ValueError as exc:
         raise ProblemError(422, f"the body is not JSON ({exc})") from exc
     for n, item in enumerate(items):
@@ -115,6 +136,9 @@ def _records(body: bytes, content_type: str) -> list[Document]:
             raise InputError(
                 f"record {n}: expected an object with id, text and meta, got {type(item).__name__}"
             )
+        doc_id = item.get("id")
+        if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+            item["id"] = str(doc_id)  # as `neardup add` reads a JSON integer id: its decimal text
     return list(documents(items))
 
 
@@ -127,7 +151,7 @@ def healthz(request: Request) -> dict[str, str]:
     try:
         context(request).db.ping()
     except NeardupError as exc:
-        raise ProblemError(503, "the database does not answer") from exc
+        raise ProblemError(503, UNAVAILABLE) from exc
     return {"status": "ok"}
 
 
@@ -264,8 +288,11 @@ def delete_document(request: Request, name: str, doc_id: str, who: Write) -> Res
 )
 async def query(request: Request, name: str, who: Read) -> Response:
     """Stored documents similar to a text, best first."""
+    raw = await request.body()
+    if (repeated := repeated_key(raw)) is not None:
+        raise ProblemError(422, f"the request body is not valid: {repeated}")
     try:
-        body = models.Query.model_validate_json(await request.body())
+        body = models.Query.model_validate_json(raw)
     except ValidationError as exc:  # reported as FastAPI reports a body it parsed itself
         raise RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in exc.errors()]) from exc
     text = _text_ok(body.text, "'text'")
@@ -297,7 +324,7 @@ async def check(
     name: str,
     who: Read,
     min_jaccard: MinJaccard = None,
-    limit: Annotated[int | None, QueryParam(ge=0, le=100_000)] = None,
+    limit: Annotated[int | None, QueryParam(ge=1, le=100_000)] = None,
 ) -> dict[str, Any]:
     """Each document's stored near-duplicates, in input order; nothing is stored."""
     body = await request.body()
