@@ -36,8 +36,11 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
         (404, "no such collection or document"),
         (413, "the request body is too large"),
         (422, "the request is not valid; a bad record is named by position and field"),
-        (503, "the database is unavailable (Retry-After says when to try again)"),
+        (503, "the database is unavailable; try again after Retry-After seconds"),
     )
+}
+_PROBLEMS[503]["headers"] = {
+    "Retry-After": {"description": "seconds to wait before trying again", "schema": {"type": "integer"}}
 }
 Read = Annotated[Principal, Depends(require("read"))]
 Write = Annotated[Principal, Depends(require("write"))]
@@ -363,13 +366,13 @@ def list_pairs(
     """Stored pairs by (id_a, id_b), a page at a time; all of them as NDJSON with
     ``Accept: application/x-ndjson``."""
     ctx = context(request)
+    key = _after(after, 2)  # checked whatever the answer's type, as for clusters
     if _wants_ndjson(request):
         with ctx.indexes.index(name) as index:
             rows = index.pairs(min_jaccard)
         return StreamingResponse(
             _ndjson({"id_a": a, "id_b": b, "jaccard": j} for a, b, j in rows), media_type=NDJSON
         )
-    key = _after(after, 2)
     rows_ = ctx.db.review(name).pairs_page(min_jaccard, (key[0], key[1]) if key else None, limit + 1)
     more = len(rows_) > limit
     rows_ = rows_[:limit]
