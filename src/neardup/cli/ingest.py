@@ -45,7 +45,6 @@ def _progress(start: float) -> Callable[[AddResult], None]:
 def _add_options(p: argparse.ArgumentParser) -> None:
     from neardup.index import Index
     from neardup.ingest import DEFAULT_BATCH_SIZE
-    from neardup.readers import DEFAULT_MAX_TEXT_LENGTH
 
     jobs = library_default(Index.add, "jobs")
     inputs(p)
@@ -66,13 +65,6 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         "--skip-bad", action="store_true", help="leave bad records out (counted) instead of stopping"
     )
     p.add_argument("--rejects", default="rejected.jsonl", help="with --skip-bad: where to write them")
-    p.add_argument(
-        "--max-text-length",
-        type=POSITIVE,
-        default=DEFAULT_MAX_TEXT_LENGTH,
-        metavar="CHARS",
-        help=f"refuse longer texts as bad records (default {DEFAULT_MAX_TEXT_LENGTH:,} characters)",
-    )
 
 
 @command("add", _add_options, output=False)
@@ -91,7 +83,9 @@ def cmd_add(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         index = open_index(args, stack)
         on_bad = rejected.append if args.skip_bad else None
-        records = read_records(args.files, args.input_format, args.id_field, args.text_field, on_bad)
+        records = read_records(
+            args.files, args.input_format, args.id_field, args.text_field, on_bad, args.max_text_length
+        )
         start = time.monotonic()
         try:
             result = index.add(
@@ -145,8 +139,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     check_paths(args.files)
     with ExitStack() as stack:
         index = open_index(args, stack)
-        records = read_records(args.files, args.input_format, args.id_field, args.text_field)
-        results = index.check(checked(records), min_jaccard=args.min_jaccard, limit=args.limit)
+        records = read_records(
+            args.files,
+            args.input_format,
+            args.id_field,
+            args.text_field,
+            max_text_length=args.max_text_length,
+        )
+        results = index.check(
+            checked(records, max_text_length=args.max_text_length),
+            min_jaccard=args.min_jaccard,
+            limit=args.limit,
+        )
         if args.format in ("jsonl", "json"):
             rows = (
                 (r.id, [{"id": i, "jaccard": rounded(j)} for i, j in r.matches], len(r.matches))
@@ -196,7 +200,11 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         index = open_index(args, stack)
         records: Iterable[SourceRecord] = read_records(
-            args.files, args.input_format, args.id_field, args.text_field
+            args.files,
+            args.input_format,
+            args.id_field,
+            args.text_field,
+            max_text_length=args.max_text_length,
         )
         if args.against_index:
             from neardup.dedup import new_only
