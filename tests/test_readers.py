@@ -6,13 +6,17 @@ by --max-text-length whatever the file holds."""
 from __future__ import annotations
 
 import bz2
+import csv
 import gzip
+import io
 import json
 import lzma
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from neardup.errors import InputError
 from neardup.readers import (
@@ -122,6 +126,44 @@ def test_an_unreadable_csv_header_is_refused_even_with_on_bad(tmp_path: Path) ->
     source.write_text('id,"text\nc1,one\n')
     with pytest.raises(InputError, match="a quoted field opens on this line and is never closed"):
         list(read_records([str(source)], on_bad=lambda bad: None))
+
+
+# Any text a field can hold in a file: no NUL (the documents refuse it later), no lone surrogate
+# (not UTF-8).
+FIELD = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=30)
+ANY_FOLDER = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@ANY_FOLDER
+@given(rows=st.lists(st.tuples(FIELD.filter(bool), FIELD, FIELD), max_size=6))
+def test_what_an_rfc_4180_writer_writes_is_read_back_exactly(
+    rows: list[tuple[str, str, str]], tmp_path: Path
+) -> None:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")  # RFC 4180's own line end
+    writer.writerow(["id", "text", "note"])
+    writer.writerows(rows)
+    source = tmp_path / "written.csv"
+    source.write_bytes(out.getvalue().encode("utf-8"))
+    got = _read(source)
+    assert [(r.id, r.text, (r.meta or {}).get("note")) for r in got] == rows
+
+
+@ANY_FOLDER
+@given(
+    rows=st.lists(
+        st.tuples(*(FIELD.filter(lambda f: not {"\t", "\n"} & set(f) and not f.endswith("\r")),) * 2).filter(
+            lambda row: row[0] != ""
+        ),
+        max_size=6,
+    )
+)
+def test_any_tsv_fields_without_tab_or_newline_are_read_verbatim(
+    rows: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    source = tmp_path / "written.tsv"
+    source.write_bytes(("id\ttext\n" + "".join(f"{i}\t{t}\n" for i, t in rows)).encode("utf-8"))
+    assert [(r.id, r.text) for r in _read(source)] == rows
 
 
 # -- lines end at \n only -------------------------------------------------------------------------
