@@ -130,7 +130,7 @@ def test_an_unreadable_csv_header_is_refused_even_with_on_bad(tmp_path: Path) ->
 
 # Any text a field can hold in a file: no NUL (the documents refuse it later), no lone surrogate
 # (not UTF-8).
-FIELD = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=30)
+FIELD = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=30)
 ANY_FOLDER = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
