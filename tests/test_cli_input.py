@@ -206,3 +206,20 @@ def test_public_stays_an_allowed_schema() -> None:
     from neardup.storage.names import check_schema_name
 
     assert check_schema_name("public") == "public"
+
+
+def test_dedup_writes_tsv_back_as_tsv_quotes_and_all(cli: Run, tmp_path: Path) -> None:
+    # Before: TSV rows were written back as CSV, quoted: `"""Hello,"" he said"` in a .tsv file.
+    text = '"Hello," he said, and the storm cut power to 40,000 homes across the valley'
+    source = tmp_path / "in.tsv"
+    source.write_text(f"id\ttext\tsource\nt1\t{text}\tweb\nt2\t{text}\tnews\nt3\tsomething else\tweb\n")
+    assert cli("init", "--threshold", "0.5")[0] == 0
+    assert cli("add", str(source))[0] == 0
+    out = tmp_path / "out.tsv"
+    status, _, err = cli("dedup", str(source), "--out", str(out))
+    assert status == 0, err
+    assert out.read_text() == f"id\ttext\tsource\nt1\t{text}\tweb\nt3\tsomething else\tweb\n"
+    mixed = tmp_path / "mixed.csv"
+    status, _, err = cli("dedup", str(source), "-", "--out", str(mixed), stdin='{"id": "j1", "text": "x"}\n')
+    assert status == 0, err
+    assert mixed.read_text().startswith(f'id,text,source\nt1,"{text.replace(chr(34), chr(34) * 2)}",web\n')

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neardup.cli.command import command
@@ -191,6 +192,9 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     With --against-index, keep only the records that duplicate nothing stored in the collection
     and no earlier record of the input (the input itself is not stored).
 
+    Records are written as they were read: JSONL and txt lines unchanged, CSV rows as CSV, and
+    TSV rows as TSV when every input is TSV.
+
     Example: neardup dedup new.jsonl --against-index --out new.only.jsonl
     """
     from neardup.readers import check_paths, read_records
@@ -225,11 +229,25 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kind(path: str, fmt: str | None) -> str:
+    """How ``read_records`` reads ``path``: a directory, or a file (``-``: stdin) in its format."""
+    from neardup.readers import guess_format
+
+    if path != "-" and Path(path).is_dir():
+        return "directory"
+    return fmt or (guess_format(path) if path != "-" else "jsonl")
+
+
 def _write_kept(
     records: Iterable[SourceRecord], drop: set[str], out: Any, args: argparse.Namespace
 ) -> tuple[int, int]:
-    """Write the records whose id is not in ``drop`` as they were read (CSV rows again as CSV);
-    returns how many were kept and how many dropped."""
+    """Write the records whose id is not in ``drop`` as they were read (CSV rows again as CSV,
+    and TSV rows as TSV when every input is TSV); returns how many were kept and how many dropped."""
+    kinds = {_kind(path, args.input_format) for path in args.files}
+    # TSV has no quoting: its fields hold no tab or line break, so they are written as they were read.
+    dialect: dict[str, Any] = (
+        {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "quotechar": None} if kinds == {"tsv"} else {}
+    )
     kept = removed = 0
     writer = None
     for rec in records:
@@ -242,7 +260,7 @@ def _write_kept(
         else:
             row = {args.id_field: rec.id, args.text_field: rec.text, **(rec.meta or {})}
             if writer is None:
-                writer = csv.DictWriter(out, fieldnames=list(row), lineterminator="\n")
+                writer = csv.DictWriter(out, fieldnames=list(row), lineterminator="\n", **dialect)
                 writer.writeheader()
             writer.writerow(row)
     return kept, removed
