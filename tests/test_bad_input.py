@@ -4,6 +4,7 @@ Every case runs against a real PostgreSQL, with committed batches already in the
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import hashlib
 import json
@@ -175,6 +176,38 @@ CASES = [
         fatal=True,
     ),
     Case("empty-file", ".jsonl", lambda: b"", "{f}: the file is empty"),
+    Case(
+        "repeated-key",
+        ".jsonl",
+        _jsonl_with(b'{"id": "k", "text": "first", "text": "second"}\n'),
+        "{f}:2: key 'text' appears twice in one JSON object",
+    ),
+    Case(
+        "json-array",
+        ".json",
+        lambda: json.dumps([GOOD[2], LATER]).encode() + b"\n",
+        "{f}:1: expected a JSON object, got a JSON array: neardup reads JSON Lines, one object a line",
+    ),
+    Case(
+        "csv-quote-never-closed",
+        ".csv",
+        _csv('id,text\nc1,"a csv text"\nc2,"unbalanced quote start\nc3,more\nc4,last\n'),
+        "{f}:3: a quoted field opens on this line and is never closed (the file ends inside it, on line 5)",
+    ),
+    Case(
+        "csv-quote-swallows-lines",
+        ".csv",
+        _csv('id,text\nc1,"a csv text"\nc2,"unbalanced\nc3,more\nc4,"last"\nc5,after\n'),
+        "{f}:3: a quoted field opens on this line and runs on to line 5",
+    ),
+    Case(
+        "bzip2-named-gz",
+        ".jsonl.gz",
+        lambda: bz2.compress(_line(GOOD[2])),
+        "{f}: bzip2-compressed, not gzip",
+        fatal=True,
+    ),
+    Case("text-named-gz", ".jsonl.gz", lambda: _line(GOOD[2]), "{f}: not gzip (named .gz", fatal=True),
     Case("gzip-cut-short", ".jsonl.gz", _cut_gzip, "{f}: compressed data is damaged or cut short after line"),
 ]
 

@@ -177,6 +177,17 @@ def test_labels(db: Database, filled: str) -> None:
         db.labels.verdicts("no-such-collection")
 
 
+def test_a_label_names_two_documents_of_the_collection(db: Database, filled: str) -> None:
+    # Before: a label of ids that are no documents of the collection was stored.
+    with pytest.raises(InputError, match="no document with id 'zz' in this collection"):
+        db.labels.put(filled, "a", "zz", "duplicate")
+    with pytest.raises(InputError, match="no document with id 'yy'"):
+        db.labels.put(filled, "yy", "b", "not_duplicate")
+    assert db.labels.export(filled) == []
+    db.labels.put(filled, "b", "a", "duplicate")
+    assert [(r.id_a, r.id_b) for r in db.labels.export(filled)] == [("a", "b")]
+
+
 def test_tokens_and_sessions(database_url: str, fresh_schema: str) -> None:
     from neardup.credentials import digest
 

@@ -278,6 +278,11 @@ class Review:
             return pages.pair(scope, id_a, id_b)
 
 
+# Digits of the largest token id (a bigint, 2**63 - 1): a longer one names no token, and int() of
+# more than 4,300 digits raises.
+_TOKEN_ID_DIGITS = 19
+
+
 class Tokens:
     """API tokens and review sessions (``db.tokens``); only SHA-256 hashes of secrets are stored."""
 
@@ -313,7 +318,18 @@ class Tokens:
         self._db.require_current()
         with self._db._scope() as scope:
             which = str(id_or_prefix)
-            ids = [int(which)] if which.isdigit() else tokens.find_by_prefix(scope, which)
+            # ASCII digits only: str.isdigit() is also true of "²", which int() refuses.
+            # A prefix is ASCII too (TOKEN_PREFIX and URL-safe base64), and never holds a NUL.
+            is_id = which.isascii() and which.isdigit()
+            if not is_id and (not which.isascii() or "\x00" in which):
+                raise ParamsError(
+                    f"{which!r:.40} is neither a token's id (digits 0-9) nor the prefix `token list` shows"
+                )
+            if is_id and len(which) > _TOKEN_ID_DIGITS:
+                raise ParamsError(
+                    f"no live token with id {which:.40}... (an id has {_TOKEN_ID_DIGITS} digits at most)"
+                )
+            ids = [int(which)] if is_id else tokens.find_by_prefix(scope, which)
             if len(ids) != 1:
                 raise ParamsError(f"{which!r} names {'no' if not ids else len(ids)} live tokens; give the id")
             if not tokens.revoke(scope, ids[0]):

@@ -3,6 +3,21 @@
 Every record carries where it came from (file and line), so a bad one can be named exactly. A
 UTF-8 byte-order mark at the start of a file (what Windows tools write) is skipped; any other
 problem (not UTF-8, not JSON, a missing field) raises InputError naming file, line and field.
+
+The formats, each as its standard has it:
+
+- JSONL: one JSON object a line. Lines end at ``\\n`` (or ``\\r\\n``) only: U+2028, U+0085 and the
+  other characters ``str.splitlines`` breaks at are ordinary characters inside a JSON string. An
+  object naming a key twice is refused (JSON leaves open which one counts), and so is a JSON array.
+- CSV: RFC 4180. A quoted field may hold commas, line breaks and doubled quotes (``""``); text after
+  a closing quote, or a quoted field the file ends inside of, is refused naming the line the quote
+  opened on.
+- TSV: tab-separated values with no quoting and no escapes: a field is everything between two
+  tabs, and a ``"`` is an ordinary character. A field cannot hold a tab or a line break.
+- txt: one document a line; its id is ``file:line``.
+
+Reading is bounded in memory: a line (a CSV record) longer than ``record_limit(max_text_length)``
+bytes is refused when reading reaches that bound, so ``neardup add /dev/zero`` stops with an error.
 """
 
 from __future__ import annotations
@@ -16,6 +31,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, NamedTuple, cast
 
@@ -24,14 +40,42 @@ from neardup.records import Document, SeenIds, document_of
 
 Format = Literal["jsonl", "csv", "tsv", "txt"]
 FORMATS: tuple[Format, ...] = ("jsonl", "csv", "tsv", "txt")
-# CSV fields can hold whole documents; the csv module's default limit (128 KiB) is too small.
+# CSV fields can hold whole documents; the csv module's default limit (128 KiB) is too small. The
+# bound that holds is ours, on a whole record (record_limit), and it does not depend on this one.
 csv.field_size_limit(2**31 - 1)
 UTF8_BOM = b"\xef\xbb\xbf"
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+GZIP_MAGIC = b"\x1f\x8b"
+# Other compressed formats, by their magic bytes: read as text they would be "not UTF-8" at best.
+OTHER_COMPRESSIONS = (
+    (b"BZh", "bzip2"),  # and a block size, "1" to "9"
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+    (b"PK\x03\x04", "zip"),
+    (b"7z\xbc\xaf\x27\x1c", "7z"),
+)
 
 # A longer "document" is almost always a dump or a concatenation mistaken for one; its shingles
 # alone take 4 bytes a character in memory. Real ones get through with --max-text-length.
 DEFAULT_MAX_TEXT_LENGTH = 10_000_000
+# Bytes one character of a text can take in a line: 12 as a JSON escape of a character beyond
+# U+FFFF (a surrogate pair, "\ud83d\ude00"), which json.dumps writes by default.
+BYTES_PER_CHARACTER = 12
+# Room in a record beside its text: the id, the other fields, the format's punctuation.
+RECORD_FRAMING = 1 << 20
+# Bytes of a UTF-8 character, at most: the bound of a whole file read as one text.
+UTF8_MAX_BYTES = 4
+
+
+def record_limit(max_text_length: int) -> int:
+    """The most bytes a line (a CSV record) may take when a text may have ``max_text_length``
+    characters: longer, no valid record fits in it, and reading it whole could take any memory."""
+    return BYTES_PER_CHARACTER * max_text_length + RECORD_FRAMING
+
+
+def text_limit(max_text_length: int) -> int:
+    """The most bytes of a file read whole as one text of at most ``max_text_length`` characters."""
+    return UTF8_MAX_BYTES * max_text_length + len(UTF8_BOM)
 
 
 class SourceRecord(NamedTuple):
@@ -66,18 +110,37 @@ def guess_format(path: str) -> Format:
     return "txt"
 
 
+def _compression_problem(name: str, head: bytes) -> InputError | None:
+    """Why a file starting with ``head`` (not gzip's magic) cannot be read: another compression,
+    or a name ending in ``.gz``; None for a file that may be text."""
+    for magic, kind in OTHER_COMPRESSIONS:
+        if head.startswith(magic) and (kind != "bzip2" or head[3:4] in b"123456789"):
+            return InputError(
+                f"{name}: {kind}-compressed, not gzip: neardup reads gzip only; decompress it first"
+            )
+    if name.endswith(".gz"):
+        return InputError(
+            f"{name}: not gzip (named .gz, but it does not start with gzip's magic bytes 1f 8b)"
+        )
+    return None
+
+
 @contextmanager
 def _open_binary(path: str) -> Iterator[BinaryIO]:
-    """The file (or standard input) as bytes, decompressed when it starts with gzip's magic."""
+    """The file (or standard input) as bytes, decompressed when it starts with gzip's magic; a file
+    in another compressed format, or named ``.gz`` without being gzip, raises InputError."""
     if path == "-":
         yield sys.stdin.buffer
         return
     with Path(path).open("rb") as raw:
-        if raw.peek(2)[:2] == b"\x1f\x8b":
+        head = raw.peek(16)[:16]
+        if head.startswith(GZIP_MAGIC):
             with gzip.GzipFile(fileobj=raw) as unzipped:
                 yield cast(BinaryIO, unzipped)
-        else:
-            yield raw
+            return
+        if problem := _compression_problem(path, head):
+            raise problem
+        yield raw
 
 
 def _utf16_problem(name: str) -> InputError:
@@ -94,17 +157,33 @@ def _decoded(data: bytes, where: str) -> str:
         raise InputError(f"{where}: not valid UTF-8 ({exc.reason} at byte {exc.start} of the line)") from exc
 
 
-class _Lines:
-    """The lines of one input, decoded as UTF-8 one line at a time; remembers the last line read."""
+def _too_long(where: str, what: str, limit: int, max_text_length: int) -> InputError:
+    """The error of a line, a record or a file that reading stopped in at ``limit`` bytes."""
+    return InputError(
+        f"{where}: {what} is longer than {limit:,} bytes, more than a record with a text of "
+        f"{max_text_length:,} characters (--max-text-length) can take; reading stopped there"
+    )
 
-    def __init__(self, name: str, on_bad: OnBad | None) -> None:
+
+class _Lines:
+    """The lines of one input, decoded as UTF-8 one line at a time; remembers the last line read.
+    A line ends at ``\\n`` only (``\\r\\n`` too, its ``\\r`` left for the format to drop): never at
+    U+2028, U+0085 or the other characters ``str.splitlines`` takes for line breaks."""
+
+    def __init__(self, name: str, on_bad: OnBad | None, max_text_length: int) -> None:
         self.name, self.on_bad, self.last = name, on_bad, 0
+        self.max_text_length, self.limit = max_text_length, record_limit(max_text_length)
 
     def read(self, stream: BinaryIO) -> Iterator[tuple[int, str]]:
         """(line number, text) of each line; a line that is not UTF-8 raises or goes to ``on_bad``.
-        A UTF-8 byte-order mark opening the first line is dropped; a UTF-16 one refuses the file."""
-        for n, data in enumerate(stream, 1):
+        A UTF-8 byte-order mark opening the first line is dropped; a UTF-16 one refuses the file.
+        A line longer than ``limit`` bytes raises InputError, even with ``on_bad``: its end, where
+        the next record starts, is further than reading may go (``/dev/zero`` has none)."""
+        limit = self.limit
+        for n, data in enumerate(iter(partial(stream.readline, limit + 1), b""), 1):
             self.last = n
+            if len(data) > limit:
+                raise _too_long(f"{self.name}:{n}", "the line", limit, self.max_text_length)
             if n == 1:
                 if data.startswith(UTF16_BOMS):
                     raise _utf16_problem(self.name)
@@ -126,27 +205,42 @@ def check_paths(paths: Sequence[str]) -> None:
             raise InputError(f"{path}: permission denied")
 
 
-def read_text(path: str) -> str:
-    """The whole of one file (gzip detected by content) or of standard input (``-``) as one
-    text, without a leading UTF-8 byte-order mark; InputError naming the file if it cannot be."""
-    name = "<stdin>" if path == "-" else path
-    if path != "-" and Path(path).is_dir():
-        raise InputError(f"{name}: is a directory, not a file")
+def _whole(path: str, name: str, limit: int, max_text_length: int) -> bytes:
+    """The bytes of one file (gzip detected by content) or of standard input, at most ``limit`` of
+    them: InputError naming the file when there are more, or when it cannot be read."""
     try:
         with _open_binary(path) as stream:
-            data = stream.read()
+            data = stream.read(limit + 1)
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise InputError(f"{name}: compressed data is damaged or cut short ({exc})") from exc
     except OSError as exc:
         raise InputError(f"{name}: {exc.strerror or exc}") from exc
+    if len(data) > limit:
+        raise _too_long(name, "the text", limit, max_text_length)
     if data.startswith(UTF16_BOMS):
         raise _utf16_problem(name)
-    data = data.removeprefix(UTF8_BOM)
+    return data.removeprefix(UTF8_BOM)
+
+
+def read_text(path: str, max_text_length: int = DEFAULT_MAX_TEXT_LENGTH) -> str:
+    """The whole of one file (gzip detected by content) or of standard input (``-``) as one
+    text, without a leading UTF-8 byte-order mark; InputError naming the file if it cannot be, or
+    if the text has more than ``max_text_length`` characters (reading stops at that bound)."""
+    name = "<stdin>" if path == "-" else path
+    if path != "-" and Path(path).is_dir():
+        raise InputError(f"{name}: is a directory, not a file")
+    data = _whole(path, name, text_limit(max_text_length), max_text_length)
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise InputError(f"{name}:{line}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    if len(text) > max_text_length:
+        raise InputError(
+            f"{name}: the text has {len(text):,} characters, over the limit of {max_text_length:,} "
+            "(--max-text-length)"
+        )
+    return text
 
 
 def read_records(
@@ -155,21 +249,24 @@ def read_records(
     id_field: str = "id",
     text_field: str = "text",
     on_bad: OnBad | None = None,
+    max_text_length: int = DEFAULT_MAX_TEXT_LENGTH,
 ) -> Iterator[SourceRecord]:
     """Records from files (gzip detected by content), directories (one document per file, id = the
     relative path) and ``-`` (standard input). A bad record raises InputError naming file, line and
-    field; with ``on_bad`` it is reported there instead and reading goes on."""
+    field; with ``on_bad`` it is reported there instead and reading goes on. ``max_text_length``
+    bounds what one record may take to read (``record_limit``); the texts themselves are held to
+    it by ``checked``."""
     for path in paths:
         if path != "-" and Path(path).is_dir():
-            yield from _read_directory(Path(path), on_bad)
+            yield from _read_directory(Path(path), on_bad, max_text_length)
             continue
         kind = fmt or (guess_format(path) if path != "-" else "jsonl")
         name = "<stdin>" if path == "-" else path
-        lines = _Lines(name, on_bad)
+        lines = _Lines(name, on_bad, max_text_length)
         count = 0
         try:
             with _open_binary(path) as stream:
-                for record in _parse(kind, lines.read(stream), name, id_field, text_field, on_bad):
+                for record in _parse(kind, lines, stream, name, id_field, text_field):
                     count += 1
                     yield record
         except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
@@ -190,20 +287,17 @@ def read_records(
 
 
 def _parse(
-    kind: str,
-    lines: Iterator[tuple[int, str]],
-    name: str,
-    id_field: str,
-    text_field: str,
-    on_bad: OnBad | None,
+    kind: str, lines: _Lines, stream: BinaryIO, name: str, id_field: str, text_field: str
 ) -> Iterator[SourceRecord]:
+    read, on_bad = lines.read(stream), lines.on_bad
     if kind == "jsonl":
-        return _read_jsonl(lines, name, id_field, text_field, on_bad)
+        return _read_jsonl(read, name, id_field, text_field, on_bad)
     if kind in ("csv", "tsv"):
-        return _read_table(lines, name, id_field, text_field, "," if kind == "csv" else "\t", on_bad)
+        rows = _csv_rows(read, name, on_bad, lines) if kind == "csv" else _tsv_rows(read)
+        return _read_table(rows, name, id_field, text_field, on_bad)
     return (
         SourceRecord(f"{name}:{n}", line.rstrip("\n").rstrip("\r"), None, f"{name}:{n}", line)
-        for n, line in lines
+        for n, line in read
     )
 
 
@@ -218,11 +312,44 @@ def _field(rec: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
+class _RepeatedKeyError(ValueError):
+    """A JSON object names ``key`` twice."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, or _RepeatedKeyError: JSON leaves open which of two values of one key
+    counts (Python's json keeps the last, others the first), so neither is taken silently."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKeyError(key)
+            seen.add(key)
+    return obj
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
+_ARRAY_HINT = "neardup reads JSON Lines, one object a line (jq -c '.[]' turns an array into those)"
+
+
 def _json_line(line: str, where: str) -> Any:
     try:
-        return json.loads(line)
+        return _DECODER.decode(line)
     except json.JSONDecodeError as exc:
+        if line.lstrip().startswith("["):
+            raise InputError(
+                f"{where}: expected a JSON object, got the start of a JSON array: {_ARRAY_HINT}"
+            ) from exc
         raise InputError(f"{where}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
+    except _RepeatedKeyError as exc:
+        raise InputError(
+            f"{where}: key {exc.key!r:.80} appears twice in one JSON object (which one counts is not defined)"
+        ) from exc
     except RecursionError as exc:
         raise InputError(f"{where}: JSON nested too deeply to read") from exc
     except ValueError as exc:  # an integer of more than 4,300 digits
@@ -238,6 +365,8 @@ def _read_jsonl(
         where = f"{name}:{n}"
         try:
             rec = _json_line(line, where)
+            if isinstance(rec, list):
+                raise InputError(f"{where}: expected a JSON object, got a JSON array: {_ARRAY_HINT}")
             if not isinstance(rec, dict):
                 raise InputError(f"{where}: expected a JSON object, got {type(rec).__name__}")
             doc_id, text = _field(rec, id_field, where), _field(rec, text_field, where)
@@ -250,57 +379,118 @@ def _read_jsonl(
         yield SourceRecord(doc_id, text, meta, where, line)
 
 
-def _read_table(
-    lines: Iterator[tuple[int, str]],
-    name: str,
-    id_field: str,
-    text_field: str,
-    delimiter: str,
-    bad: OnBad | None,
-) -> Iterator[SourceRecord]:
-    numbers: list[int] = [0]
+# A row of a table: its first line's number, its fields, and its text for a rejected record.
+Row = tuple[int, list[str], str]
+
+
+def _tsv_rows(lines: Iterator[tuple[int, str]]) -> Iterator[Row]:
+    """The rows of tab-separated values: each line split at its tabs, nothing else special (no
+    quoting, no escapes: a ``"`` is an ordinary character). An empty line is a row of no fields."""
+    for n, line in lines:
+        text = line.removesuffix("\n").removesuffix("\r")
+        yield n, text.split("\t") if text else [], line
+
+
+class _Record:
+    """Where the CSV record being read is: its first line, the line a quoted field in it opened on
+    (0: none seen), the last line fed to the parser, and its length so far."""
+
+    def __init__(self) -> None:
+        self.first = self.opened = self.last = self.chars = 0
+        self.quoted = False
+
+    def start(self) -> None:
+        self.first, self.opened, self.chars, self.quoted = 0, 0, 0, False
+
+    def feed(self, n: int, line: str) -> None:
+        """Follow one more line of the record: an odd count of quotes opens or closes a quoted
+        field (a doubled quote counts twice, so it changes nothing)."""
+        self.first = self.first or n
+        self.last, self.chars = n, self.chars + len(line)
+        if line.count('"') & 1:
+            if not self.quoted:
+                self.opened = n
+            self.quoted = not self.quoted
+
+
+def _csv_rows(lines: Iterator[tuple[int, str]], name: str, bad: OnBad | None, bound: _Lines) -> Iterator[Row]:
+    """The records of RFC 4180 CSV as rows. A record longer than ``record_limit`` raises
+    InputError (a quote left open would otherwise read the rest of the file into one field); an
+    unreadable record (text after a closing quote, a file ending inside a quoted field) raises, or
+    goes to ``bad``, naming the line its quoted field opened on. The header row is never skipped."""
+    record = _Record()
 
     def texts() -> Iterator[str]:
         for n, line in lines:
-            numbers[0] = n
+            record.feed(n, line)
+            if record.chars > bound.limit:
+                what = "the record" + (
+                    f", in a quoted field opened on line {record.opened}," if record.quoted else ""
+                )
+                raise _too_long(f"{name}:{record.first}", what, bound.limit, bound.max_text_length)
             yield line
 
-    reader = csv.reader(texts(), delimiter=delimiter)
-    try:
-        header = next(reader, None) or []
-    except csv.Error as exc:
-        raise InputError(f"{name}:{numbers[0]}: not a readable header row ({exc})") from exc
-    for key in (id_field, text_field):
-        if key not in header:
-            raise InputError(f"{name}:1: column {key!r} is missing (columns: {', '.join(header) or 'none'})")
+    reader = csv.reader(texts(), strict=True)
+    header = True
     while True:
+        record.start()
         try:
             row = next(reader, None)
-        except csv.Error as exc:  # a NUL byte, or a quoted field the file ends inside of
-            problem = InputError(f"{name}:{numbers[0]}: not a readable row ({exc})")
-            if bad is None:
+        except csv.Error as exc:
+            problem = _csv_problem(name, record, exc)
+            if bad is None or header:
                 raise problem from exc
-            bad(BadRecord(f"{name}:{numbers[0]}", str(problem), ""))
+            bad(BadRecord(f"{name}:{record.opened or record.last}", str(problem), ""))
             continue
         if row is None:
             return
-        where = f"{name}:{numbers[0]}"
+        header = False
+        yield record.first, row, ",".join(row)
+
+
+def _csv_problem(name: str, record: _Record, exc: csv.Error) -> InputError:
+    """The error of a CSV record the parser refused, naming the line its quoted field opened on."""
+    why = str(exc)
+    pairs = 'a quote inside a quoted field is written twice ("")'
+    if why == "unexpected end of data" and record.opened:
+        return InputError(
+            f"{name}:{record.opened}: a quoted field opens on this line and is never closed (the file "
+            f"ends inside it, on line {record.last}); in CSV {pairs}"
+        )
+    if record.opened and record.opened < record.last:
+        return InputError(
+            f"{name}:{record.opened}: a quoted field opens on this line and runs on to line "
+            f"{record.last}, where the record cannot be read ({why}); in CSV {pairs}"
+        )
+    return InputError(f"{name}:{record.last}: not a readable row ({why}); in CSV {pairs}")
+
+
+def _read_table(
+    rows: Iterator[Row], name: str, id_field: str, text_field: str, bad: OnBad | None
+) -> Iterator[SourceRecord]:
+    first = next(rows, None)
+    header = first[1] if first else []
+    for key in (id_field, text_field):
+        if key not in header:
+            raise InputError(f"{name}:1: column {key!r} is missing (columns: {', '.join(header) or 'none'})")
+    for n, row, raw in rows:
+        where = f"{name}:{n}"
         if len(row) != len(header):
             problem = InputError(f"{where}: expected {len(header)} columns, got {len(row)}")
             if bad is None:
                 raise problem
-            bad(BadRecord(where, str(problem), delimiter.join(row)))
+            bad(BadRecord(where, str(problem), raw))
             continue
         rec = dict(zip(header, row, strict=True))
         meta = {k: v for k, v in rec.items() if k not in (id_field, text_field)} or None
         yield SourceRecord(rec[id_field], rec[text_field], meta, where, "")
 
 
-def _read_directory(root: Path, on_bad: OnBad | None) -> Iterator[SourceRecord]:
+def _read_directory(root: Path, on_bad: OnBad | None, max_text_length: int) -> Iterator[SourceRecord]:
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
         try:
-            text = _file_text(path)
+            text = _file_text(path, max_text_length)
         except InputError as problem:
             if on_bad is None:
                 raise
@@ -309,20 +499,12 @@ def _read_directory(root: Path, on_bad: OnBad | None) -> Iterator[SourceRecord]:
         yield SourceRecord(rel, text, None, str(path), "")
 
 
-def _file_text(path: Path) -> str:
-    """One file of a directory as text: gzip detected by content, a UTF-8 byte-order mark dropped."""
+def _file_text(path: Path, max_text_length: int) -> str:
+    """One file of a directory as text: gzip detected by content, a UTF-8 byte-order mark dropped,
+    read up to the bytes a text of ``max_text_length`` characters can take."""
+    data = _whole(str(path), str(path), text_limit(max_text_length), max_text_length)
     try:
-        data = path.read_bytes()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise InputError(f"{path}: compressed data is damaged or cut short ({exc})") from exc
-    except OSError as exc:
-        raise InputError(f"{path}: {exc.strerror or exc}") from exc
-    if data.startswith(UTF16_BOMS):
-        raise _utf16_problem(str(path))
-    try:
-        return data.removeprefix(UTF8_BOM).decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
 

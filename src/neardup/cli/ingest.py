@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neardup.cli.command import command
@@ -45,7 +46,6 @@ def _progress(start: float) -> Callable[[AddResult], None]:
 def _add_options(p: argparse.ArgumentParser) -> None:
     from neardup.index import Index
     from neardup.ingest import DEFAULT_BATCH_SIZE
-    from neardup.readers import DEFAULT_MAX_TEXT_LENGTH
 
     jobs = library_default(Index.add, "jobs")
     inputs(p)
@@ -66,13 +66,6 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         "--skip-bad", action="store_true", help="leave bad records out (counted) instead of stopping"
     )
     p.add_argument("--rejects", default="rejected.jsonl", help="with --skip-bad: where to write them")
-    p.add_argument(
-        "--max-text-length",
-        type=POSITIVE,
-        default=DEFAULT_MAX_TEXT_LENGTH,
-        metavar="CHARS",
-        help=f"refuse longer texts as bad records (default {DEFAULT_MAX_TEXT_LENGTH:,} characters)",
-    )
 
 
 @command("add", _add_options, output=False)
@@ -91,7 +84,9 @@ def cmd_add(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         index = open_index(args, stack)
         on_bad = rejected.append if args.skip_bad else None
-        records = read_records(args.files, args.input_format, args.id_field, args.text_field, on_bad)
+        records = read_records(
+            args.files, args.input_format, args.id_field, args.text_field, on_bad, args.max_text_length
+        )
         start = time.monotonic()
         try:
             result = index.add(
@@ -145,8 +140,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     check_paths(args.files)
     with ExitStack() as stack:
         index = open_index(args, stack)
-        records = read_records(args.files, args.input_format, args.id_field, args.text_field)
-        results = index.check(checked(records), min_jaccard=args.min_jaccard, limit=args.limit)
+        records = read_records(
+            args.files,
+            args.input_format,
+            args.id_field,
+            args.text_field,
+            max_text_length=args.max_text_length,
+        )
+        results = index.check(
+            checked(records, max_text_length=args.max_text_length),
+            min_jaccard=args.min_jaccard,
+            limit=args.limit,
+        )
         if args.format in ("jsonl", "json"):
             rows = (
                 (r.id, [{"id": i, "jaccard": rounded(j)} for i, j in r.matches], len(r.matches))
@@ -187,6 +192,9 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     With --against-index, keep only the records that duplicate nothing stored in the collection
     and no earlier record of the input (the input itself is not stored).
 
+    Records are written as they were read: JSONL and txt lines unchanged, CSV rows as CSV, and
+    TSV rows as TSV when every input is TSV.
+
     Example: neardup dedup new.jsonl --against-index --out new.only.jsonl
     """
     from neardup.readers import check_paths, read_records
@@ -196,7 +204,11 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         index = open_index(args, stack)
         records: Iterable[SourceRecord] = read_records(
-            args.files, args.input_format, args.id_field, args.text_field
+            args.files,
+            args.input_format,
+            args.id_field,
+            args.text_field,
+            max_text_length=args.max_text_length,
         )
         if args.against_index:
             from neardup.dedup import new_only
@@ -217,11 +229,25 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kind(path: str, fmt: str | None) -> str:
+    """How ``read_records`` reads ``path``: a directory, or a file (``-``: stdin) in its format."""
+    from neardup.readers import guess_format
+
+    if path != "-" and Path(path).is_dir():
+        return "directory"
+    return fmt or (guess_format(path) if path != "-" else "jsonl")
+
+
 def _write_kept(
     records: Iterable[SourceRecord], drop: set[str], out: Any, args: argparse.Namespace
 ) -> tuple[int, int]:
-    """Write the records whose id is not in ``drop`` as they were read (CSV rows again as CSV);
-    returns how many were kept and how many dropped."""
+    """Write the records whose id is not in ``drop`` as they were read (CSV rows again as CSV,
+    and TSV rows as TSV when every input is TSV); returns how many were kept and how many dropped."""
+    kinds = {_kind(path, args.input_format) for path in args.files}
+    # TSV has no quoting: its fields hold no tab or line break, so they are written as they were read.
+    dialect: dict[str, Any] = (
+        {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "quotechar": None} if kinds == {"tsv"} else {}
+    )
     kept = removed = 0
     writer = None
     for rec in records:
@@ -234,7 +260,7 @@ def _write_kept(
         else:
             row = {args.id_field: rec.id, args.text_field: rec.text, **(rec.meta or {})}
             if writer is None:
-                writer = csv.DictWriter(out, fieldnames=list(row), lineterminator="\n")
+                writer = csv.DictWriter(out, fieldnames=list(row), lineterminator="\n", **dialect)
                 writer.writeheader()
             writer.writerow(row)
     return kept, removed

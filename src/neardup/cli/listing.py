@@ -9,7 +9,7 @@ from typing import Any
 
 from neardup.cli.command import command
 from neardup.cli.connect import open_index
-from neardup.cli.options import POSITIVE, min_jaccard
+from neardup.cli.options import POSITIVE, max_text_length, min_jaccard
 from neardup.cli.output import emit, rounded
 
 
@@ -20,6 +20,7 @@ def _query_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("stdin", nargs="?", choices=["-"], help="read the text from stdin")
     min_jaccard(p)
     p.add_argument("--limit", type=POSITIVE, help="at most this many (default: all)")
+    max_text_length(p, "refuse a longer text from --file or stdin")
 
 
 @command("query", _query_options)
@@ -30,7 +31,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     """
     from neardup.readers import read_text
 
-    text = args.text if args.text is not None else read_text(args.file or "-")
+    text = args.text if args.text is not None else read_text(args.file or "-", args.max_text_length)
     with ExitStack() as stack:
         index = open_index(args, stack)
         hits = index.query(text, min_jaccard=args.min_jaccard, limit=args.limit)

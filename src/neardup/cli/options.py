@@ -22,7 +22,10 @@ _T = TypeVar("_T")
 
 
 def _integer(text: str) -> int:
+    # ASCII only: int() also takes other scripts' digits ("\u0663", full-width "\uff13").
     try:
+        if not text.isascii():
+            raise ValueError(text)
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
@@ -114,16 +117,39 @@ def output_format(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=OUTPUT_FORMATS, default="tsv", help="output format (default tsv)")
 
 
+# How each input format is read, for the help of the commands that read records.
+FORMAT_HELP = (
+    "input format (default: by name: .jsonl, .ndjson and .json are jsonl; .csv, .tsv; else txt). "
+    "jsonl: one JSON object a line (a key given twice is refused); "
+    'csv: RFC 4180 (quoted fields may hold commas, line breaks and doubled quotes ""); '
+    'tsv: tab-separated values without quoting or escapes (a " is an ordinary character, a '
+    "field holds no tab or line break); txt: one document a line, its id file:line"
+)
+
+
 def inputs(p: argparse.ArgumentParser, format_option: str = "--format") -> None:
-    """Input files and how to read their records."""
+    """Input files, how to read their records, and the longest text they may hold."""
     from neardup.readers import FORMATS, read_records
 
     p.add_argument("files", nargs="+", metavar="FILE", help="files (gzip ok), directories, or - for stdin")
-    p.add_argument(
-        format_option, dest="input_format", choices=FORMATS, help="input format (default: by name)"
-    )
+    p.add_argument(format_option, dest="input_format", choices=FORMATS, help=FORMAT_HELP)
     p.add_argument("--id-field", default=library_default(read_records, "id_field"))
     p.add_argument("--text-field", default=library_default(read_records, "text_field"))
+    max_text_length(p, "the longest text of a record; add refuses longer ones as bad records")
+
+
+def max_text_length(p: argparse.ArgumentParser, help_text: str) -> None:
+    """--max-text-length: the longest text, which also bounds what reading one record may take."""
+    from neardup.readers import BYTES_PER_CHARACTER, DEFAULT_MAX_TEXT_LENGTH, RECORD_FRAMING, read_records
+
+    p.add_argument(
+        "--max-text-length",
+        type=POSITIVE,
+        default=library_default(read_records, "max_text_length"),
+        metavar="CHARS",
+        help=f"{help_text} (default {DEFAULT_MAX_TEXT_LENGTH:,} characters); reading stops with an error "
+        f"at a line longer than {BYTES_PER_CHARACTER} bytes a character plus {RECORD_FRAMING >> 20} MiB",
+    )
 
 
 def min_jaccard(

@@ -52,12 +52,23 @@ _VIEW_COLUMNS = "collection, id_a, id_b, label, note, labelled_by, labelled_at, 
 def put(
     scope: Scope, id_a: str, id_b: str, label: str, note: str, token_id: int | None, labelled_by: str
 ) -> None:
-    """Label the pair (id_a, id_b) of the scope's collection, replacing an earlier label."""
+    """Label the pair (id_a, id_b) of the scope's collection, replacing an earlier label; both
+    must be documents of the collection (InputError naming the one that is not)."""
     if label not in LABELS:
         raise InputError(f"label must be one of {', '.join(LABELS)}, got {label!r:.40}")
     if id_a == id_b:
         raise InputError("a pair needs two different ids")
     low, high = sorted((id_a, id_b))
+    with translated("storing a label"):
+        found = scope.conn.execute(
+            scope.sql("SELECT external_id FROM {documents_p} WHERE external_id = ANY(%s)"), ([low, high],)
+        ).fetchall()
+    stored = {row[0] for row in found}
+    for doc_id in (id_a, id_b):
+        if doc_id not in stored:
+            raise InputError(
+                f"no document with id {doc_id!r:.80} in this collection: a label is of two stored documents"
+            )
     with translated("storing a label"):
         scope.conn.execute(
             scope.sql(

@@ -23,10 +23,17 @@ _COLLECTION_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 
 
 def check_schema_name(schema: str) -> str:
-    """Return ``schema`` if it is a plain lower-case SQL identifier, else raise ParamsError."""
+    """Return ``schema`` if it is a plain lower-case SQL identifier and not one of PostgreSQL's own
+    schemas, else raise ParamsError."""
     if not isinstance(schema, str) or not _SCHEMA_RE.fullmatch(schema):
         raise ParamsError(
             f"schema name {schema!r} is not allowed: use 1-63 of a-z, 0-9 and _, not starting with a digit"
+        )
+    # The system's catalogs and views live there; PostgreSQL refuses to create a pg_ schema.
+    if schema == "information_schema" or schema.startswith("pg_"):
+        raise ParamsError(
+            f"schema name {schema!r} is not allowed: it is PostgreSQL's own (information_schema and "
+            "pg_* hold the system's catalogs); choose another, e.g. neardup"
         )
     return schema
 
