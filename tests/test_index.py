@@ -22,6 +22,7 @@ from neardup.errors import (
     CollectionNotFoundError,
     DatabaseError,
     InputError,
+    ParamsError,
     ParamsMismatchError,
 )
 from neardup.index import AddResult, Index
@@ -731,3 +732,33 @@ def test_a_collection_stored_before_content_hash_versions_keeps_utf32(
     reopened = Index.open(database_url, name, schema=schema, params=asked)
     assert reopened.params.content_hash == 1
     reopened.close()
+
+
+def _writes(database_url: str, schema: str, name: str) -> int:
+    """The collection's write counter: it moves once for each committed batch."""
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        row = conn.execute(f'SELECT writes FROM "{schema}".collections WHERE name = %s', (name,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_batch_size_none_is_one_transaction_whatever_the_count(
+    make_index: Callable[..., Any], database_url: str, schema: str
+) -> None:
+    index = make_index()
+    records = [(f"d{i}", f"document number {i} of a large request") for i in range(9_000)]
+    # A bad record at the very end: with batches, the batches before it stay (9,000 records ramp
+    # up from an eighth of the default batch size); in one transaction, nothing is stored.
+    bad = [*records[:-1], ("d8999", 8999)]
+    with pytest.raises(InputError, match="record 8999"):
+        index.add(bad, batch_size=None)
+    assert index.stats().documents == 0
+    with pytest.raises(InputError, match="record 8999"):
+        index.add(bad)
+    assert 0 < index.stats().documents < 8_999
+    index.remove([f"d{i}" for i in range(9_000)])
+    before = _writes(database_url, schema, index.name)
+    assert index.add(records, batch_size=None).added == 9_000
+    assert _writes(database_url, schema, index.name) == before + 1
+    with pytest.raises(ParamsError, match="batch_size=None with jobs=1"):
+        index.add(records, batch_size=None, jobs=2)

@@ -235,7 +235,7 @@ class Index:
         self,
         records: Iterable[Record],
         *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_size: int | None = DEFAULT_BATCH_SIZE,
         progress: Callable[[AddResult], None] | None = None,
         clock: StageClock = NO_CLOCK,
         jobs: int = 1,
@@ -244,7 +244,9 @@ class Index:
         """Add or replace documents, ``batch_size`` per transaction (from 8,192 on, the first three
         batches are an eighth, a quarter and a half of it, so that writing starts early); each
         batch's pairs with everything stored before it and with itself are verified and stored
-        before it commits.
+        before it commits. ``batch_size=None`` writes every record in one transaction, whatever
+        their number: all are stored or none (the service adds a request so); memory then follows
+        the whole call, so keep it for inputs of bounded size.
 
         A record is ``(id, text)``, ``(id, text, meta)`` or a dict with ``id``, ``text`` and optional
         ``meta``. A record whose id is stored with the same text and metadata changes nothing; with
@@ -264,6 +266,8 @@ class Index:
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise ParamsError(f"jobs must be a positive integer, got {jobs!r}")
         if jobs > 1:
+            if batch_size is None:
+                raise ParamsError("one transaction is one writer: give batch_size=None with jobs=1")
             if clock is not NO_CLOCK:
                 raise ParamsError("a stage clock times one writer: give it with jobs=1")
             return parallel.add(self._url, self.schema, self.name, records, jobs, batch_size, progress)

@@ -8,6 +8,7 @@ written by the caller (the database works on a core of its own).
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, Future
 
@@ -27,11 +28,12 @@ Prepared = tuple[tuple[Batch, Sketch] | None, Future[Batch] | None]
 """A batch and its sketch (None after the last), and the reading of the batch after it."""
 
 
-def batch_sizes(batch_size: int) -> Iterator[int]:
-    """The sizes of an ingest's batches: ``batch_size`` each, except that from ``RAMP_FROM`` on the
-    first ones are an eighth, a quarter and a half of it, so that writing starts early (the first
-    batch is read and sketched before anything else can happen) and a small ingest overlaps too."""
-    if batch_size >= RAMP_FROM:
+def batch_sizes(batch_size: int, *, ramp: bool = True) -> Iterator[int]:
+    """The sizes of an ingest's batches: ``batch_size`` each, except that from ``RAMP_FROM`` on (and
+    with ``ramp``) the first ones are an eighth, a quarter and a half of it, so that writing starts
+    early (the first batch is read and sketched before anything else can happen) and a small ingest
+    overlaps too."""
+    if ramp and batch_size >= RAMP_FROM:
         yield from (batch_size // 8, batch_size // 4, batch_size // 2)
     yield from itertools.repeat(batch_size)
 
@@ -41,10 +43,16 @@ class Upcoming:
     one before is written. ``next`` is the batch ``take`` returns next, being prepared."""
 
     def __init__(
-        self, records: Iterable[Record], batch_size: int, sketcher: Sketcher, reader: Executor, pool: Executor
+        self,
+        records: Iterable[Record],
+        batch_size: int | None,
+        sketcher: Sketcher,
+        reader: Executor,
+        pool: Executor,
     ) -> None:
+        """``batch_size`` None: every record in one batch."""
         self._checked = documents(records)
-        self._sizes = batch_sizes(batch_size)
+        self._sizes = batch_sizes(sys.maxsize, ramp=False) if batch_size is None else batch_sizes(batch_size)
         self._read_so_far = 0
         self._sketcher, self._reader, self._pool = sketcher, reader, pool
         self.next: Future[Prepared] = submit(pool, self._prepare, submit(reader, self._read))

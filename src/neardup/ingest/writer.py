@@ -77,15 +77,18 @@ class Writer:
     def add(
         self,
         records: Iterable[Record],
-        batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_size: int | None = DEFAULT_BATCH_SIZE,
         progress: Callable[[AddResult], None] | None = None,
         clock: StageClock = NO_CLOCK,
         concurrent: bool = False,
     ) -> AddResult:
-        """Check, sketch and write ``records``, ``batch_size`` per transaction (see ``Index.add``);
-        ``clock`` gets the time of each stage. ``concurrent``: other writers add to the collection
-        meanwhile, so each batch probes and verifies before its turn at the lock (``prework``)."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        """Check, sketch and write ``records``, ``batch_size`` per transaction (None: all in one;
+        see ``Index.add``); ``clock`` gets the time of each stage. ``concurrent``: other writers add
+        to the collection meanwhile, so each batch probes and verifies before its turn at the lock
+        (``prework``)."""
+        if batch_size is not None and (
+            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
+        ):
             raise ParamsError(f"batch_size must be a positive integer, got {batch_size!r}")
         # Batch i+1 is sketched on a worker while batch i is written here; the second worker probes
         # the stored buckets for batch i, or writes its documents.

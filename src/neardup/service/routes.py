@@ -237,7 +237,7 @@ async def add_documents(request: Request, name: str, who: Write) -> dict[str, in
     def add() -> dict[str, int]:
         records = _records(body, request.headers.get("content-type", ""))
         with ctx.indexes.index(name) as index:
-            r = index.add(records, batch_size=max(1, len(records)))
+            r = index.add(records, batch_size=None)  # the request is one transaction
         return {
             "added": r.added,
             "replaced": r.replaced,
