@@ -59,11 +59,10 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str
     return path, env
 
 
-def test_the_image_serves_the_api_against_postgresql(engine: tuple[str, dict[str, str]], schema: str) -> None:
+@pytest.fixture(scope="module")
+def image(engine: tuple[str, dict[str, str]]) -> str:
+    """The image built from docker/Dockerfile (once for the module)."""
     tool, env = engine
-    url = os.environ.get("NEARDUP_TEST_DATABASE_URL", "")
-    if not url or not make_url(url).host:
-        pytest.skip("set NEARDUP_TEST_DATABASE_URL to a PostgreSQL reachable over TCP for the container")
     build = [tool, "build", "-f", "docker/Dockerfile", "-t", IMAGE]
     if base := os.environ.get("NEARDUP_TEST_BASE_IMAGE"):
         build += ["--build-arg", f"BASE={base}"]
@@ -71,11 +70,25 @@ def test_the_image_serves_the_api_against_postgresql(engine: tuple[str, dict[str
         build += ["--secret", f"id=pip-cert,src={cert}"]
     built = subprocess.run([*build, "."], cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    return IMAGE
+
+
+# The image's own user, and any other uid, which can write neither the image's numba cache nor a
+# home directory: the kernels must still load (docker/README.md).
+@pytest.mark.parametrize("user", [None, "4242:4242"], ids=["image-user", "any-uid"])
+def test_the_image_serves_the_api_against_postgresql(
+    engine: tuple[str, dict[str, str]], image: str, schema: str, user: str | None
+) -> None:
+    tool, env = engine
+    url = os.environ.get("NEARDUP_TEST_DATABASE_URL", "")
+    if not url or not make_url(url).host:
+        pytest.skip("set NEARDUP_TEST_DATABASE_URL to a PostgreSQL reachable over TCP for the container")
     token = make_token(url, schema, "admin", name="container")
     port = free_port()
     name = f"neardup-test-{os.getpid()}"
-    run = [tool, "run", "-d", "--rm", "--name", name, "--network", "host", IMAGE]
-    run += ["--db", url, "--schema", schema, "serve", "--host", "127.0.0.1", "--port", str(port)]
+    run = [tool, "run", "-d", "--rm", "--name", name, "--network", "host"]
+    run += ["--user", user] if user else []
+    run += [image, "--db", url, "--schema", schema, "serve", "--host", "127.0.0.1", "--port", str(port)]
     started = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
     assert started.returncode == 0, started.stderr
     base = f"http://127.0.0.1:{port}"
@@ -88,7 +101,7 @@ def test_the_image_serves_the_api_against_postgresql(engine: tuple[str, dict[str
             except httpx.TransportError:
                 time.sleep(0.5)
         headers = {"Authorization": f"Bearer {token}"}
-        with httpx.Client(base_url=base, headers=headers, timeout=60) as c:
+        with httpx.Client(base_url=base, headers=headers, timeout=300) as c:
             assert c.get("/healthz").json() == {"status": "ok"}
             c.delete("/v1/collections/container")
             assert c.post("/v1/collections", json={"name": "container", "threshold": 0.5}).status_code == 201
@@ -98,7 +111,14 @@ def test_the_image_serves_the_api_against_postgresql(engine: tuple[str, dict[str
             pairs = c.get("/v1/collections/container/pairs").json()["pairs"]
             assert [(p["id_a"], p["id_b"]) for p in pairs] == [("a", "b")]
             assert c.get("/v1/collections/container/documents/a").json()["pairs"][0]["id"] == "b"
+            # Enough text that the kernels load numba (and its cache) rather than run as numpy.
+            many = [
+                {"id": f"m{i}", "text": f"document {i} of a batch large enough to compile"}
+                for i in range(3000)
+            ]
+            assert c.post("/v1/collections/container/documents", json=many).json()["added"] == 3000
     finally:
         logs = subprocess.run([tool, "logs", name], env=env, capture_output=True, text=True, timeout=60)
         subprocess.run([tool, "rm", "-f", name], env=env, capture_output=True, timeout=120)
         assert token not in logs.stdout + logs.stderr
+    assert "Traceback" not in logs.stdout + logs.stderr, logs.stderr[-3000:]
