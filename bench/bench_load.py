@@ -440,8 +440,8 @@ def _report(
     _documents_section(report, stored, tally)
     errors = [line for line in server_log if "Traceback" in line or "ERROR" in line]
     report.say(
-        f"The server's log (level warning) has {len(server_log):,} lines, {len(errors):,} of them with "
-        "a traceback or an error" + (":" if errors else "."),
+        f"The server's log (level warning): {len(server_log):,} line(s), {len(errors):,} with a "
+        "traceback or an error" + (":" if errors else "."),
         *(f"    {line}" for line in errors[:20]),
         "",
     )
@@ -449,7 +449,7 @@ def _report(
 
 
 def _kinds(load: Load) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for kind in ("add", *READS):
         lat = load.tally.latencies.get(kind, [])
         ok = load.tally.count(kind, lambda s: s.startswith("2"))
@@ -472,17 +472,16 @@ def _memory_section(report: Report, load: Load, mem: Memory, warmup: float) -> N
     report.say(
         f"Resident memory of the serve process (with any children), sampled every few seconds: "
         f"{mem.start:,.0f} MiB at the start (idle, before the load), {mem.warm:,.0f} MiB after the "
-        f"warm-up ({warmup:g} s), {mem.end:,.0f} MiB at the end, {mem.peak:,.0f} MiB at most. From the "
+        f"warm-up ({warmup:.0f} s), {mem.end:,.0f} MiB at the end, {mem.peak:,.0f} MiB at most. From the "
         f"warm-up on, the least-squares slope is {mem.slope:+.2f} MiB a minute, a rise of "
         f"{mem.growth:+.1f} MiB over the rest of the run (allowed: {mem.allowed:.0f} MiB, the larger "
         f"of {NOISE_MIB:g} MiB and {NOISE_SHARE:.0%} of the memory after the warm-up).",
         "",
     )
-    step = max(1, len(load.samples) // 12)
-    rows = [(f"{t:.0f}", f"{rss / MIB:,.0f}", f"{acked:,}") for t, rss, acked in load.samples[::step]]
-    if load.samples and rows[-1][0] != f"{load.samples[-1][0]:.0f}":
-        t, rss, acked = load.samples[-1]
-        rows.append((f"{t:.0f}", f"{rss / MIB:,.0f}", f"{acked:,}"))
+    picked = load.samples[:: max(1, len(load.samples) // 12)]
+    if picked[-1] is not load.samples[-1]:
+        picked.append(load.samples[-1])
+    rows = [(f"{t:.1f}", f"{rss / MIB:,.0f}", f"{acked:,}") for t, rss, acked in picked]
     report.table(["seconds", "RSS MiB", "documents acknowledged"], "rrr", rows)
 
 
