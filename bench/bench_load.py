@@ -319,6 +319,7 @@ class Memory:
     peak: float
     slope: float  # MiB a minute after the warm-up (least squares), nan with too few samples
     growth: float  # the fitted line's rise from the warm-up to the end
+    r2: float  # the share of the samples' variance the line explains: near 1 a steady climb, near 0 noise
     allowed: float
 
     @property
@@ -333,12 +334,15 @@ def memory(samples: list[tuple[float, int, int]], warmup: float) -> Memory:
     mib = np.array([s[1] / MIB for s in samples])
     after = t >= warmup
     warm = float(mib[after][0]) if after.any() else float("nan")
-    slope = growth = float("nan")
+    slope = growth = r2 = float("nan")
     if after.sum() >= 3:
-        per_s, _ = np.polyfit(t[after], mib[after], 1)
-        slope, growth = 60 * float(per_s), float(per_s) * float(t[after][-1] - t[after][0])
+        x, y = t[after], mib[after]
+        per_s, at_0 = np.polyfit(x, y, 1)
+        slope, growth = 60 * float(per_s), float(per_s) * float(x[-1] - x[0])
+        spread = float(((y - y.mean()) ** 2).sum())
+        r2 = 1 - float(((y - (per_s * x + at_0)) ** 2).sum()) / spread if spread else 0.0
     allowed = max(NOISE_MIB, NOISE_SHARE * warm)
-    return Memory(float(mib[0]), warm, float(mib[-1]), float(mib.max()), slope, growth, allowed)
+    return Memory(float(mib[0]), warm, float(mib[-1]), float(mib.max()), slope, growth, r2, allowed)
 
 
 def main() -> None:
@@ -475,7 +479,9 @@ def _memory_section(report: Report, load: Load, mem: Memory, warmup: float) -> N
         f"warm-up ({warmup:.0f} s), {mem.end:,.0f} MiB at the end, {mem.peak:,.0f} MiB at most. From the "
         f"warm-up on, the least-squares slope is {mem.slope:+.2f} MiB a minute, a rise of "
         f"{mem.growth:+.1f} MiB over the rest of the run (allowed: {mem.allowed:.0f} MiB, the larger "
-        f"of {NOISE_MIB:g} MiB and {NOISE_SHARE:.0%} of the memory after the warm-up).",
+        f"of {NOISE_MIB:g} MiB and {NOISE_SHARE:.0%} of the memory after the warm-up); the line explains "
+        f"{mem.r2:.0%} of the samples' variance (near 100%: a steady climb; near 0: noise about a flat "
+        "line).",
         "",
     )
     picked = load.samples[:: max(1, len(load.samples) // 12)]
