@@ -20,10 +20,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import psycopg
@@ -148,6 +149,58 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running `neardup serve`: its base URL (always loopback) and its process id."""
+
+    base: str
+    pid: int
+
+
+@contextmanager
+def serving(url: str, schema: str, workers: int = 1, *, log: IO[bytes] | None = None) -> Iterator[Served]:
+    """`neardup serve` on a free loopback port (its log at level warning, so no access log, into
+    ``log`` or nowhere), answering /healthz before this yields; stopped afterwards."""
+    import httpx
+
+    port = free_port()
+    argv = [sys.executable, "-m", "neardup", "--db", url, "--schema", schema, "serve"]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", "warning"]
+    process = subprocess.Popen(argv, stderr=log if log is not None else subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            # trust_env off: no proxy from the environment may stand between us and loopback.
+            with suppress(httpx.TransportError):
+                if httpx.get(f"{base}/healthz", timeout=2, trust_env=False).status_code == 200:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"neardup serve did not answer on {base} (exit status {process.poll()})")
+            time.sleep(0.2)
+        yield Served(base, process.pid)
+    finally:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of a process and all its children (0 once it is gone)."""
+    import psutil
+
+    total = 0
+    with suppress(psutil.Error):
+        proc = psutil.Process(pid)
+        for p in [proc, *proc.children(recursive=True)]:
+            with suppress(psutil.Error):
+                total += p.memory_info().rss
+    return total
 
 
 @contextmanager

@@ -67,6 +67,7 @@ from _common import (
     pct,
     pyplot,
     read_jsonl,
+    tree_rss,
     warm_up,
 )
 from neardup.index import Index
@@ -232,15 +233,6 @@ def _read_offset(pid: int, path: Path) -> int | None:
     return None
 
 
-def _rss(proc: psutil.Process) -> int:
-    total = 0
-    with contextlib.suppress(psutil.Error):
-        for p in [proc, *proc.children(recursive=True)]:
-            with contextlib.suppress(psutil.Error):
-                total += p.memory_info().rss
-    return total
-
-
 def memory(url: str, schema: str, corpus: Path, n: int, interval: float, batch_size: int | None) -> Memory:
     base = [sys.executable, "-m", "neardup", "--db", url, "--schema", schema, "--collection", "memory"]
     subprocess.run([*base, "init", "--threshold", str(THRESHOLD)], check=True, capture_output=True)
@@ -250,7 +242,6 @@ def memory(url: str, schema: str, corpus: Path, n: int, interval: float, batch_s
         t0 = time.perf_counter()
         cmd = [*base, "add", str(corpus)] + ([] if batch_size is None else ["--batch-size", str(batch_size)])
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
-        watched = psutil.Process(proc.pid)
         docs = 0.0
         while True:
             # wait4, not Popen.wait: it also gives the kernel's peak RSS of the process.
@@ -259,7 +250,7 @@ def memory(url: str, schema: str, corpus: Path, n: int, interval: float, batch_s
                 break
             offset = _read_offset(proc.pid, corpus)
             docs = n * offset / size if offset is not None else docs
-            mem.samples.append((time.perf_counter() - t0, _rss(watched), docs))
+            mem.samples.append((time.perf_counter() - t0, tree_rss(proc.pid), docs))
             time.sleep(interval)
         mem.seconds = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)

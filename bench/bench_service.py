@@ -25,7 +25,6 @@ import shutil
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -35,20 +34,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from _common import (
     DEBIAN,
     REPO,
     Report,
     bench_schema,
     edited,
-    free_port,
     header,
     latencies_ms,
     local_server,
     pct,
     read_jsonl,
+    serving,
 )
 from neardup.credentials import digest, new_secret, shown_prefix
 from neardup.index import Index
@@ -58,27 +55,6 @@ from neardup.storage.scope import Scope
 
 CONCURRENCY = (1, 8, 32)
 RATE = 200  # queries per second in the open-loop run (the goal: p99 under 20 ms at this rate)
-
-
-@contextlib.contextmanager
-def serving(url: str, schema: str, workers: int = 1) -> Iterator[str]:
-    """`neardup serve` on a free port; yields its base URL."""
-    port = free_port()
-    argv = [sys.executable, "-m", "neardup", "--db", url, "--schema", schema, "serve", "--port", str(port)]
-    argv += ["--workers", str(workers)]
-    process = subprocess.Popen([*argv, "--log-level", "warning"], stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.2)
-        yield base
-    finally:
-        process.terminate()
-        process.wait(20)
 
 
 class Client:
@@ -260,7 +236,7 @@ def main() -> None:
 
         local_query = latencies_ms(index.query, texts, warmup=50)
         local_check = latencies_ms(check_one, texts, warmup=50)
-        base = stack.enter_context(serving(url, schema, args.workers))
+        base = stack.enter_context(serving(url, schema, args.workers)).base
         query_bodies: list[object] = [{"text": t} for t in texts]
         check_bodies: list[object] = [[{"id": "q", "text": t}] for t in texts]
         rows = [("query", "in-process `Index.query`", "–", *_cells(local_query))]
