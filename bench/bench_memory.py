@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
+import io
 import json
 import os
 import random
@@ -476,9 +477,36 @@ def table_rows(done: Sequence[tuple[Case, Outcome]]) -> list[list[str]]:
 
 
 def write_report(
-    args: argparse.Namespace, url: str, done: Sequence[tuple[Case, Outcome]], similar: list[str]
+    args: argparse.Namespace,
+    url: str,
+    done: Sequence[tuple[Case, Outcome]],
+    similar: list[str],
+    left: Sequence[Case] = (),
 ) -> None:
-    """The markdown report, and the failed goals on stdout."""
+    """The markdown report, echoed with the failed goals once every case has run; written quietly
+    after each case before that (``left``: the cases still to run), so that a run cut short
+    leaves the figures it has."""
+    if left:
+        with contextlib.redirect_stdout(io.StringIO()):
+            _report(args, url, done, similar, left).write(args.out)
+        return
+    _report(args, url, done, similar, left).write(args.out)
+    for case, out in done:
+        if not goal_met(out):
+            print(
+                f"GOAL FAILED: N {case.n:,}, {case.shape.name}, {case.way}: {out.status}, "
+                f"peak RSS {mib(out.peak_rss)} MiB",
+                file=sys.stderr,
+            )
+
+
+def _report(
+    args: argparse.Namespace,
+    url: str,
+    done: Sequence[tuple[Case, Outcome]],
+    similar: list[str],
+    left: Sequence[Case],
+) -> Report:
     report = Report()
     batch = f"{args.batch_size:,}" if args.batch_size else f"{DEFAULT_BATCH_SIZE:,} (the default)"
     report.say(*header("Memory of an ingest of hot clusters", url, args.db is not None))
@@ -523,18 +551,19 @@ def write_report(
     ]
     if notes:
         report.say("What the processes that did not finish said last:", "", *notes, "")
+    if left:
+        report.say(
+            "Not run yet (the run was stopped before them): "
+            + "; ".join(f"{c.way}, {c.shape.name}, N {c.n:,}" for c in left)
+            + ".",
+            "",
+        )
     failed = [(case, out) for case, out in done if not goal_met(out)]
     report.say(
         f"Goal (under 2 GiB at the default batch size, finishing): met by {len(done) - len(failed)} of "
         f"{len(done)} cases."
     )
-    report.write(args.out)
-    for case, out in failed:
-        print(
-            f"GOAL FAILED: N {case.n:,}, {case.shape.name}, {case.way}: {out.status}, "
-            f"peak RSS {mib(out.peak_rss)} MiB",
-            file=sys.stderr,
-        )
+    return report
 
 
 def size(text: str) -> int:
@@ -601,7 +630,7 @@ def main() -> None:
                 flush=True,
             )
             done.append((case, out))
-        write_report(args, url, done, similar)
+            write_report(args, url, done, similar, todo[number + 1 :])
 
 
 if __name__ == "__main__":
