@@ -37,6 +37,7 @@ from typing import Any, BinaryIO, Literal, NamedTuple, cast
 
 from neardup.errors import InputError
 from neardup.records import Document, SeenIds, document_of
+from neardup.strict_json import DuplicateKeyError, unique_keys
 
 Format = Literal["jsonl", "csv", "tsv", "txt"]
 FORMATS: tuple[Format, ...] = ("jsonl", "csv", "tsv", "txt")
@@ -312,28 +313,7 @@ def _field(rec: dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-class _RepeatedKeyError(ValueError):
-    """A JSON object names ``key`` twice."""
-
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object as a dict, or _RepeatedKeyError: JSON leaves open which of two values of one key
-    counts (Python's json keeps the last, others the first), so neither is taken silently."""
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _RepeatedKeyError(key)
-            seen.add(key)
-    return obj
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_keys)
 _ARRAY_HINT = "neardup reads JSON Lines, one object a line (jq -c '.[]' turns an array into those)"
 
 
@@ -346,7 +326,7 @@ def _json_line(line: str, where: str) -> Any:
                 f"{where}: expected a JSON object, got the start of a JSON array: {_ARRAY_HINT}"
             ) from exc
         raise InputError(f"{where}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
-    except _RepeatedKeyError as exc:
+    except DuplicateKeyError as exc:
         raise InputError(
             f"{where}: key {exc.key!r:.80} appears twice in one JSON object (which one counts is not defined)"
         ) from exc

@@ -3,7 +3,6 @@ JSON refusing repeated keys."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -11,6 +10,8 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.types import Receive
+
+from neardup.strict_json import DuplicateKeyError, loads
 
 
 class BodyTooLargeError(Exception):
@@ -48,33 +49,6 @@ def replay(body: bytes, receive: Receive) -> Receive:
         return message
 
     return replayed
-
-
-class DuplicateKeyError(ValueError):
-    """A JSON object of the body names the same key twice (``key``: that key)."""
-
-    def __init__(self, key: str) -> None:
-        """The repeated ``key``."""
-        super().__init__(f"the key {key!r:.80} appears twice in one object")
-        self.key = key
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An object's members as a dict, or DuplicateKeyError: with Python's default the last of two
-    equal keys wins silently, so a client's mistake (or a smuggled value) would go unnoticed."""
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise DuplicateKeyError(key)
-            seen.add(key)
-    return result
-
-
-def loads(text: str | bytes) -> Any:
-    """``json.loads`` refusing an object that repeats a key (DuplicateKeyError, a ValueError)."""
-    return json.loads(text, object_pairs_hook=_unique_keys)
 
 
 def repeated_key(body: bytes) -> DuplicateKeyError | None:

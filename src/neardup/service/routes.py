@@ -19,10 +19,11 @@ from neardup.errors import CollectionNotFoundError, InputError, NeardupError
 from neardup.records import Document, documents
 from neardup.service import models
 from neardup.service.auth import Principal, context, require
-from neardup.service.bodies import DuplicateKeyError, StrictJSONRoute, loads, repeated_key
+from neardup.service.bodies import StrictJSONRoute, repeated_key
 from neardup.service.fast_query import matches_body, text_ok
 from neardup.service.pools import BusyError
 from neardup.service.problems import MEDIA_TYPE, UNAVAILABLE, ProblemError
+from neardup.strict_json import DuplicateKeyError, loads
 
 router = APIRouter(route_class=StrictJSONRoute)
 NDJSON = "application/x-ndjson"
