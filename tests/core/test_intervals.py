@@ -1,0 +1,44 @@
+"""The Wilson interval: inside [0, 1], holds the observed proportion, never a point, and covers
+the true proportion about as often as it claims."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from neardup.core.intervals import wilson
+
+
+@given(st.integers(1, 10_000).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+def test_holds_the_observed_proportion_and_is_never_a_point(case: tuple[int, int]) -> None:
+    k, n = case
+    low, high = wilson(k, n)
+    assert 0.0 <= low <= k / n <= high <= 1.0
+    assert high - low > 0.0
+
+
+def test_all_successes_in_a_small_sample_is_not_certainty() -> None:
+    low, high = wilson(10, 10)
+    assert high == 1.0
+    assert 0.6 < low < 0.8
+    assert wilson(0, 10)[0] == 0.0
+    assert wilson(0, 10)[1] > 0.2
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+@pytest.mark.parametrize("p", [0.5, 0.9, 0.99])
+def test_covers_the_true_proportion_about_as_often_as_claimed(p: float) -> None:
+    rng = np.random.default_rng(7)
+    n = 200
+    draws = rng.binomial(n, p, size=4_000)
+    covered = np.mean([lo <= p <= hi for lo, hi in (wilson(int(k), n) for k in draws)])
+    assert covered > 0.92
+
+
+def test_refuses_impossible_counts() -> None:
+    with pytest.raises(ValueError, match="successes"):
+        wilson(3, 2)
+    with pytest.raises(ValueError, match="confidence"):
+        wilson(1, 2, confidence=1.0)
