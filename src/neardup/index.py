@@ -11,9 +11,10 @@ from __future__ import annotations
 import itertools
 import unicodedata
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from neardup.arrow import Table, rows_of
 from neardup.config import DEFAULT_THRESHOLD, IndexConfig
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme
 from neardup.core.normalize import CaseMode, UnicodeForm
@@ -233,8 +234,11 @@ class Index:
 
     def add(
         self,
-        records: Iterable[Record],
+        records: Iterable[Record] | Table,
         *,
+        id: str = "id",
+        text: str = "text",
+        meta: Sequence[str] | None = None,
         batch_size: int | None = DEFAULT_BATCH_SIZE,
         progress: Callable[[AddResult], None] | None = None,
         clock: StageClock = NO_CLOCK,
@@ -255,6 +259,12 @@ class Index:
         before the one holding it stay. ``progress`` is called with the running total after each
         committed batch; ``clock`` (a ``StageClock``), when given, gets the time of each stage.
 
+        A table may stand for the records: a ``pyarrow.Table``, ``RecordBatch`` or
+        ``RecordBatchReader``, or a pandas ``DataFrame`` (``pip install 'neardup[arrow]'``), read a
+        batch at a time; ``id`` and ``text`` name its columns (an integer id becomes its text),
+        ``meta`` those kept as metadata (None: every other one; ``[]``: none), and a bad row is
+        named by its position (``row 7``).
+
         ``jobs`` > 1 splits the records by id over that many writer processes, each with its own
         connection (``ingest.parallel``); the end state is the same as with one. ``concurrent``:
         other writers add to the collection meanwhile (as those processes do), so each batch
@@ -265,6 +275,7 @@ class Index:
         """
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise ParamsError(f"jobs must be a positive integer, got {jobs!r}")
+        records = rows_of(records, id, text, meta)
         if jobs > 1:
             if batch_size is None:
                 raise ParamsError("one transaction is one writer: give batch_size=None with jobs=1")

@@ -38,6 +38,8 @@ class Command:
     options: Options | None
     output: bool
     """Whether it writes rows to stdout (and so takes ``--format``)."""
+    tables: bool
+    """Whether its columns have types, so that it can write Parquet (and takes ``--out``)."""
     summary: str
     details: str
     example: str
@@ -48,13 +50,13 @@ COMMANDS: dict[str, Command] = {}
 
 
 def command(
-    name: str, options: Options | None = None, *, output: bool = True
+    name: str, options: Options | None = None, *, output: bool = True, tables: bool = False
 ) -> Callable[[Handler], Handler]:
     """Register the decorated handler as command ``name`` with its ``options``."""
 
     def register(handler: Handler) -> Handler:
         summary, details, example = help_of(handler)
-        COMMANDS[name] = Command(name, handler, options, output, summary, details, example)
+        COMMANDS[name] = Command(name, handler, options, output, tables, summary, details, example)
         return handler
 
     return register

@@ -9,13 +9,12 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from contextlib import ExitStack
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from neardup.cli.command import command
 from neardup.cli.connect import open_index
 from neardup.cli.options import POSITIVE, inputs, library_default, min_jaccard
-from neardup.cli.output import check_writable, emit, output_file, rounded
+from neardup.cli.output import check_writable, emit, output_file, rounded, staged
 
 if TYPE_CHECKING:
     from neardup.ingest import AddResult
@@ -66,27 +65,45 @@ def _add_options(p: argparse.ArgumentParser) -> None:
         "--skip-bad", action="store_true", help="leave bad records out (counted) instead of stopping"
     )
     p.add_argument("--rejects", default="rejected.jsonl", help="with --skip-bad: where to write them")
+    p.add_argument(
+        "--meta-fields",
+        type=_names,
+        metavar="A,B",
+        help="the fields (columns) stored as each document's metadata, comma-separated; '' for none "
+        "(default: every field but the id and the text)",
+    )
+
+
+def _names(text: str) -> list[str]:
+    return [name for name in text.split(",") if name]
 
 
 @command("add", _add_options, output=False)
 def cmd_add(args: argparse.Namespace) -> int:
     """Add documents; each batch's verified pairs are stored before it commits.
 
-    Example: neardup add stories.jsonl.gz --format jsonl --id-field id --text-field body
+    Example: neardup add crawl.parquet --id-field doc_id --text-field body --meta-fields url,lang
     """
     from neardup.errors import DatabaseConnectionError
-    from neardup.readers import check_paths, checked, read_records
+    from neardup.inputs import read_inputs
+    from neardup.readers import check_paths, checked
 
     rejected: list[BadRecord] = []
     check_paths(args.files)
     if args.skip_bad:
         check_writable(args.rejects, "--rejects")
+    on_bad = rejected.append if args.skip_bad else None
+    records = read_inputs(
+        args.files,
+        args.input_format,
+        args.id_field,
+        args.text_field,
+        args.meta_fields,
+        on_bad,
+        args.max_text_length,
+    )
     with ExitStack() as stack:
         index = open_index(args, stack)
-        on_bad = rejected.append if args.skip_bad else None
-        records = read_records(
-            args.files, args.input_format, args.id_field, args.text_field, on_bad, args.max_text_length
-        )
         start = time.monotonic()
         try:
             result = index.add(
@@ -126,27 +143,29 @@ def _check_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=POSITIVE, help="at most this many matches per record")
 
 
-@command("check", _check_options)
+@command("check", _check_options, tables=True)
 def cmd_check(args: argparse.Namespace) -> int:
     """Each input record's stored near-duplicates, in input order; stores nothing.
 
-    TSV and CSV give one row per match (id, match, jaccard), and one row with empty match
-    columns for a record without any; JSONL and JSON give one object per record.
+    TSV, CSV and Parquet give one row per match (id, match, jaccard), and one row with empty
+    (null) match columns for a record without any; JSONL and JSON give one object per record.
 
     Example: neardup check incoming.jsonl --min-jaccard 0.9 --format jsonl
     """
-    from neardup.readers import check_paths, checked, read_records
+    from neardup.inputs import read_inputs
+    from neardup.readers import check_paths, checked
 
     check_paths(args.files)
+    records = read_inputs(
+        args.files,
+        args.input_format,
+        args.id_field,
+        args.text_field,
+        meta_fields=[],
+        max_text_length=args.max_text_length,
+    )
     with ExitStack() as stack:
         index = open_index(args, stack)
-        records = read_records(
-            args.files,
-            args.input_format,
-            args.id_field,
-            args.text_field,
-            max_text_length=args.max_text_length,
-        )
         results = index.check(
             checked(records, max_text_length=args.max_text_length),
             min_jaccard=args.min_jaccard,
@@ -157,13 +176,20 @@ def cmd_check(args: argparse.Namespace) -> int:
                 (r.id, [{"id": i, "jaccard": rounded(j)} for i, j in r.matches], len(r.matches))
                 for r in results
             )
-            emit(args.format, ["id", "matches", "count"], rows)
+            emit(args.format, ["id", "matches", "count"], rows, out=args.out)
         else:  # one row per match; a record without any has one row with empty match columns
+            empty = None if args.format == "parquet" else ""
 
-            def rows_of(r: CheckResult) -> list[tuple[str, str, float | str]]:
-                return [(r.id, i, rounded(j)) for i, j in r.matches] or [(r.id, "", "")]
+            def rows_of(r: CheckResult) -> list[tuple[str, str | None, float | str | None]]:
+                return [(r.id, i, rounded(j)) for i, j in r.matches] or [(r.id, empty, empty)]
 
-            emit(args.format, ["id", "match", "jaccard"], (row for r in results for row in rows_of(r)))
+            emit(
+                args.format,
+                ["id", "match", "jaccard"],
+                (row for r in results for row in rows_of(r)),
+                out=args.out,
+                types=["string", "string", "double"],
+            )
     return 0
 
 
@@ -193,23 +219,28 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     and no earlier record of the input (the input itself is not stored).
 
     Records are written as they were read: JSONL and txt lines unchanged, CSV rows as CSV, and
-    TSV rows as TSV when every input is TSV.
+    TSV rows as TSV when every input is TSV. Parquet (Arrow) inputs give a Parquet (Arrow) file of
+    the kept rows with all their columns, under the inputs' schema (one for all of them).
 
     Example: neardup dedup new.jsonl --against-index --out new.only.jsonl
     """
-    from neardup.readers import check_paths, read_records
+    from neardup.inputs import kind_of, read_inputs
+    from neardup.readers import check_paths
 
     check_paths(args.files)
     check_writable(args.out, "--out")
+    kinds = [kind_of(path, args.input_format) for path in args.files]
+    arrow = _arrow_kind(args.files, kinds)
+    records: Iterable[SourceRecord] = read_inputs(
+        args.files,
+        args.input_format,
+        args.id_field,
+        args.text_field,
+        meta_fields=[] if arrow else None,
+        max_text_length=args.max_text_length,
+    )
     with ExitStack() as stack:
         index = open_index(args, stack)
-        records: Iterable[SourceRecord] = read_records(
-            args.files,
-            args.input_format,
-            args.id_field,
-            args.text_field,
-            max_text_length=args.max_text_length,
-        )
         if args.against_index:
             from neardup.dedup import new_only
 
@@ -218,8 +249,17 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             drop = {doc_id for ids in index.clusters() for doc_id in ids[1:]}
         # Written beside --out and moved over it at the end: an input that fails half-way leaves
         # no half-written output, and --out may name one of the inputs.
-        with output_file(args.out, "--out", whole=True) as out:
-            kept, removed = _write_kept(records, drop, out, args)
+        if arrow:
+            from neardup.arrow.writing import write_kept
+
+            # A first pass reads the ids and texts, the second every column of the kept rows.
+            for _ in records if args.against_index else ():
+                pass
+            with staged(args.out, "--out") as path:
+                kept, removed = write_kept(args.files, arrow, args.id_field, args.text_field, drop, str(path))
+        else:
+            with output_file(args.out, "--out", whole=True) as out:
+                kept, removed = _write_kept(records, drop, out, args, set(kinds))
         why = (
             "duplicates of stored documents or of earlier records"
             if args.against_index
@@ -229,21 +269,29 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     return 0
 
 
-def _kind(path: str, fmt: str | None) -> str:
-    """How ``read_records`` reads ``path``: a directory, or a file (``-``: stdin) in its format."""
-    from neardup.readers import guess_format
+def _arrow_kind(files: list[str], kinds: list[str]) -> Literal["parquet", "arrow"] | None:
+    """The Arrow format ``dedup`` writes (its inputs'), None for text inputs; InputError when an
+    Arrow input is given with inputs of another format (one output file has one format)."""
+    from neardup.errors import InputError
+    from neardup.inputs import ARROW_KINDS
 
-    if path != "-" and Path(path).is_dir():
-        return "directory"
-    return fmt or (guess_format(path) if path != "-" else "jsonl")
+    arrow = [kind for kind in kinds if kind in ARROW_KINDS]
+    if not arrow:
+        return None
+    for path, kind in zip(files, kinds, strict=True):
+        if kind != arrow[0]:
+            raise InputError(
+                f"{path}: {kind}, where {files[kinds.index(arrow[0])]} is {arrow[0]}: dedup writes one "
+                f"file in its inputs' format, so give it inputs of one format"
+            )
+    return arrow[0]  # type: ignore[return-value]
 
 
 def _write_kept(
-    records: Iterable[SourceRecord], drop: set[str], out: Any, args: argparse.Namespace
+    records: Iterable[SourceRecord], drop: set[str], out: Any, args: argparse.Namespace, kinds: set[str]
 ) -> tuple[int, int]:
     """Write the records whose id is not in ``drop`` as they were read (CSV rows again as CSV,
     and TSV rows as TSV when every input is TSV); returns how many were kept and how many dropped."""
-    kinds = {_kind(path, args.input_format) for path in args.files}
     # TSV has no quoting: its fields hold no tab or line break, so they are written as they were read.
     dialect: dict[str, Any] = (
         {"delimiter": "\t", "quoting": csv.QUOTE_NONE, "quotechar": None} if kinds == {"tsv"} else {}

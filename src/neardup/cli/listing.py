@@ -39,11 +39,11 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
-@command("pairs", min_jaccard)
+@command("pairs", min_jaccard, tables=True)
 def cmd_pairs(args: argparse.Namespace) -> int:
     """Every verified near-duplicate pair: id_a, id_b, jaccard.
 
-    Example: neardup pairs --min-jaccard 0.9 --format csv > pairs.csv
+    Example: neardup pairs --min-jaccard 0.9 --format parquet --out pairs.parquet
     """
     with ExitStack() as stack:
         index = open_index(args, stack)
@@ -51,11 +51,13 @@ def cmd_pairs(args: argparse.Namespace) -> int:
             args.format,
             ["id_a", "id_b", "jaccard"],
             ((a, b, rounded(j)) for a, b, j in index.pairs(args.min_jaccard)),
+            out=args.out,
+            types=["string", "string", "double"],
         )
     return 0
 
 
-@command("clusters")
+@command("clusters", tables=True)
 def cmd_clusters(args: argparse.Namespace) -> int:
     """Clusters of near-duplicates: cluster, id, representative.
 
@@ -69,7 +71,13 @@ def cmd_clusters(args: argparse.Namespace) -> int:
                 for i, doc_id in enumerate(ids):
                     yield n, doc_id, i == 0
 
-        emit(args.format, ["cluster", "id", "representative"], rows())
+        emit(
+            args.format,
+            ["cluster", "id", "representative"],
+            rows(),
+            out=args.out,
+            types=["int64", "string", "bool"],
+        )
     return 0
 
 

@@ -62,7 +62,7 @@ def _add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser], c: Co
     if not full:
         return
     if c.output:
-        output_format(p)
+        output_format(p, tables=c.tables)
     if c.options is not None:
         c.options(p)
 

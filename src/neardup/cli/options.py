@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from neardup.cli.output import OUTPUT_FORMATS
+from neardup.cli.output import OUTPUT_FORMATS, TABLE_FORMATS
 from neardup.errors import ParamsError
 
 if TYPE_CHECKING:
@@ -112,9 +112,18 @@ def library_default(function: Callable[..., Any], parameter: str) -> Any:
 # -- groups of options ----------------------------------------------------------------------------
 
 
-def output_format(p: argparse.ArgumentParser) -> None:
-    """--format of what a command writes to stdout."""
-    p.add_argument("--format", choices=OUTPUT_FORMATS, default="tsv", help="output format (default tsv)")
+def output_format(p: argparse.ArgumentParser, *, tables: bool = False) -> None:
+    """--format of what a command writes to stdout; with ``tables``, parquet too, and --out."""
+    if not tables:
+        p.add_argument("--format", choices=OUTPUT_FORMATS, default="tsv", help="output format (default tsv)")
+        return
+    p.add_argument(
+        "--format",
+        choices=TABLE_FORMATS,
+        default="tsv",
+        help="output format (default tsv); parquet needs --out and pyarrow (pip install 'neardup[arrow]')",
+    )
+    p.add_argument("--out", metavar="FILE", help="write to FILE (whole or not at all) instead of stdout")
 
 
 # How each input format is read, for the help of the commands that read records.
@@ -123,16 +132,20 @@ FORMAT_HELP = (
     "jsonl: one JSON object a line (a key given twice is refused); "
     'csv: RFC 4180 (quoted fields may hold commas, line breaks and doubled quotes ""); '
     'tsv: tab-separated values without quoting or escapes (a " is an ordinary character, a '
-    "field holds no tab or line break); txt: one document a line, its id file:line"
+    "field holds no tab or line break); txt: one document a line, its id file:line; "
+    "parquet (.parquet, .pq, or a directory of them) and arrow (Arrow IPC files or streams: .arrow, "
+    ".feather, .ipc, .arrows): read by record batch, a bad row named by its row group (record batch) "
+    "and row, counted from 0; they need pyarrow (pip install 'neardup[arrow]')"
 )
 
 
 def inputs(p: argparse.ArgumentParser, format_option: str = "--format") -> None:
     """Input files, how to read their records, and the longest text they may hold."""
-    from neardup.readers import FORMATS, read_records
+    from neardup.inputs import INPUT_FORMATS
+    from neardup.readers import read_records
 
     p.add_argument("files", nargs="+", metavar="FILE", help="files (gzip ok), directories, or - for stdin")
-    p.add_argument(format_option, dest="input_format", choices=FORMATS, help=FORMAT_HELP)
+    p.add_argument(format_option, dest="input_format", choices=INPUT_FORMATS, help=FORMAT_HELP)
     p.add_argument("--id-field", default=library_default(read_records, "id_field"))
     p.add_argument("--text-field", default=library_default(read_records, "text_field"))
     max_text_length(p, "the longest text of a record; add refuses longer ones as bad records")

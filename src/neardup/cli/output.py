@@ -1,4 +1,5 @@
-"""Writing results: rows in tsv, csv, jsonl or json on stdout, and files named by an option."""
+"""Writing results: rows in tsv, csv, jsonl or json on stdout, and files named by an option (Parquet
+too, for the listings that give their columns' types)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, TextIO
 
 OUTPUT_FORMATS = ("tsv", "csv", "jsonl", "json")
+# Where a command's columns have types: a listing's rows as a Parquet file (needs pyarrow).
+TABLE_FORMATS = (*OUTPUT_FORMATS, "parquet")
 Row = Sequence[Any]
 
 
@@ -43,12 +46,48 @@ def writer(fmt: str, columns: Sequence[str], out: TextIO) -> Callable[[Row | Non
     return write_json
 
 
-def emit(fmt: str, columns: Sequence[str], rows: Iterable[Row]) -> None:
-    """Write ``rows`` under ``columns`` to stdout in ``fmt``."""
-    write = writer(fmt, columns, sys.stdout)
+def emit(
+    fmt: str,
+    columns: Sequence[str],
+    rows: Iterable[Row],
+    *,
+    out: str | None = None,
+    types: Sequence[str] | None = None,
+) -> None:
+    """Write ``rows`` under ``columns`` in ``fmt`` to stdout, or with ``out`` to that file (whole or
+    not at all). Parquet needs ``out`` and the columns' ``types`` (as pyarrow names them)."""
+    if fmt == "parquet":
+        _emit_parquet(columns, rows, out, types)
+        return
+    if out is None:
+        _write_rows(fmt, columns, rows, sys.stdout)
+        return
+    check_writable(out, "--out")
+    with output_file(out, "--out", whole=True) as f:
+        _write_rows(fmt, columns, rows, f)
+
+
+def _write_rows(fmt: str, columns: Sequence[str], rows: Iterable[Row], out: TextIO) -> None:
+    write = writer(fmt, columns, out)
     for row in rows:
         write(row)
     write(None)
+
+
+def _emit_parquet(
+    columns: Sequence[str], rows: Iterable[Row], out: str | None, types: Sequence[str] | None
+) -> None:
+    from neardup.arrow import require
+    from neardup.errors import OutputError
+
+    if out is None or types is None:
+        raise OutputError("--format parquet writes a file: give it with --out FILE")
+    check_writable(out, "--out")
+    require()
+    from neardup.arrow.writing import write_parquet
+
+    with staged(out, "--out") as path:
+        write_parquet(str(path), columns, types, rows)
 
 
 def rounded(x: float) -> float:
@@ -82,18 +121,29 @@ def written(path: str, option: str) -> Iterator[None]:
 
 
 @contextmanager
-def output_file(path: str, option: str, *, whole: bool = False) -> Iterator[TextIO]:
-    """``path`` opened for writing text. With ``whole``, a regular file is written beside it and
-    moved over it only when the block ends without an error, so nobody sees it half-written."""
+def staged(path: str, option: str) -> Iterator[Path]:
+    """Where to write ``path``: for a regular file (or a new one), a file beside it, moved over it
+    only when the block ends without an error, so nobody sees it half-written; else ``path``
+    itself (a pipe, a device). An OSError becomes an OutputError naming ``path``."""
     target = Path(path)
-    staged = whole and (target.is_file() or not target.exists())
-    temporary = target.with_name(f".{target.name}.neardup-{os.getpid()}") if staged else target
+    beside = target.is_file() or not target.exists()
+    temporary = target.with_name(f".{target.name}.neardup-{os.getpid()}") if beside else target
     try:
-        with written(path, option), temporary.open("w", encoding="utf-8", newline="") as f:
-            yield f
-        if staged:
-            with written(path, option):
+        with written(path, option):
+            yield temporary
+            if beside:
                 os.replace(temporary, target)
     finally:
-        if staged:
+        if beside:
             temporary.unlink(missing_ok=True)
+
+
+@contextmanager
+def output_file(path: str, option: str, *, whole: bool = False) -> Iterator[TextIO]:
+    """``path`` opened for writing text; with ``whole``, written as ``staged`` writes it."""
+    with (
+        staged(path, option) if whole else nullcontext(Path(path)) as target,
+        written(path, option),
+        target.open("w", encoding="utf-8", newline="") as f,
+    ):
+        yield f
