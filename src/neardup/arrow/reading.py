@@ -1,11 +1,11 @@
 """Reading records from Parquet files, Arrow IPC files (Feather version 2) and streams, and
 directories of them, one record batch at a time.
 
-Memory follows the batch, not the file: Parquet is read ``BATCH_ROWS`` rows at a time through a
-read buffer (``BUFFER_BYTES``), never a whole column chunk at once, and only the columns a record
-is made of; an Arrow IPC file is mapped into memory and read batch by batch. A bad row is named by
-its file, its row group (Parquet) or record batch (Arrow), and its row in that group or batch,
-both counted from 0 as pyarrow counts them (``ParquetFile.read_row_group(g).slice(r, 1)``).
+Memory follows the batch, not the file: Parquet is read a few MiB of rows at a time (``batch_rows``)
+through a read buffer (``BUFFER_BYTES``), never a whole column chunk at once, and only the columns a
+record is made of; an Arrow IPC file is mapped into memory and read batch by batch. A bad row is
+named by its file, its row group (Parquet) or record batch (Arrow), and its row in that group or
+batch, both counted from 0 as pyarrow counts them (``ParquetFile.read_row_group(g).slice(r, 1)``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,11 @@ from neardup.readers import OnBad, SourceRecord
 
 ArrowFormat = Literal["parquet", "arrow"]
 ARROW_FORMATS: tuple[ArrowFormat, ...] = ("parquet", "arrow")
-# Rows converted to Python objects at a time: the records of one batch are what reading holds.
+# A batch's rows: as many as fill BATCH_BYTES of the columns read (estimated from the file's
+# metadata), at most BATCH_ROWS. The records of one batch, as Arrow and as Python objects, are what
+# reading holds, so a batch is bounded by its bytes, not by its rows alone: rows can be any size.
 BATCH_ROWS = 8_192
+BATCH_BYTES = 4 << 20
 # Parquet's read buffer: without one (pyarrow's default) a row group's whole column chunk is read
 # into memory before its first row is decoded, and a row group can be as large as the file.
 BUFFER_BYTES = 1 << 20
@@ -109,10 +112,17 @@ class Batches:
 
     def _parquet_batches(self, columns: Sequence[str] | None) -> Iterator[tuple[str, int, pa.RecordBatch]]:
         chosen = None if columns is None else list(columns)
+        metadata = self._parquet.metadata
         for g in range(self._parquet.num_row_groups):
             place, first = f"{self.name}: row group {g}, row ", 0
+            group = metadata.row_group(g)
+            size = sum(
+                group.column(c).total_uncompressed_size
+                for c in range(group.num_columns)
+                if chosen is None or group.column(c).path_in_schema.split(".")[0] in chosen
+            )
             batches = self._parquet.iter_batches(
-                batch_size=BATCH_ROWS, row_groups=[g], columns=chosen, use_threads=False
+                batch_size=batch_rows(size, group.num_rows), row_groups=[g], columns=chosen, use_threads=False
             )
             while True:
                 try:
@@ -136,10 +146,21 @@ def _open_ipc(path: str) -> pa.ipc.RecordBatchFileReader | pa.ipc.RecordBatchStr
         return pa.ipc.open_stream(pa.OSFile(path))
 
 
+def batch_rows(size: int, rows: int) -> int:
+    """Rows a batch of ``rows`` rows taking ``size`` bytes is read in: ``BATCH_BYTES`` of them."""
+    return max(1, min(BATCH_ROWS, BATCH_BYTES * max(rows, 1) // max(size, 1)))
+
+
+def slices(batch: pa.RecordBatch) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """An Arrow batch in slices of ``batch_rows`` (zero-copy), each with its first row."""
+    step = batch_rows(batch.nbytes, batch.num_rows)
+    for first in range(0, batch.num_rows, step):
+        yield first, batch.slice(first, step)
+
+
 def _slices(place: str, batch: pa.RecordBatch) -> Iterator[tuple[str, int, pa.RecordBatch]]:
-    """An Arrow batch in slices of at most ``BATCH_ROWS`` rows (zero-copy), with their first rows."""
-    for first in range(0, batch.num_rows, BATCH_ROWS):
-        yield place, first, batch.slice(first, BATCH_ROWS)
+    for first, part in slices(batch):
+        yield place, first, part
 
 
 def read_arrow(

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from neardup.arrow.columns import records_of, select
-from neardup.arrow.reading import BATCH_ROWS
+from neardup.arrow.reading import BATCH_ROWS, slices
 from neardup.errors import InputError
 from neardup.readers import SourceRecord, checked
 from neardup.records import Document
@@ -22,12 +22,16 @@ from neardup.records import Document
 
 def _batches(table: Any, names: Sequence[str] | None) -> Iterator[pa.RecordBatch]:
     """The table's record batches, of at most ``BATCH_ROWS`` rows each."""
-    if isinstance(table, pa.Table):
-        yield from table.to_batches(BATCH_ROWS)
-    elif isinstance(table, pa.RecordBatch | pa.RecordBatchReader):
-        for batch in [table] if isinstance(table, pa.RecordBatch) else table:
-            for first in range(0, batch.num_rows, BATCH_ROWS):
-                yield batch.slice(first, BATCH_ROWS)
+    if isinstance(table, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
+        batches = (
+            table.to_batches()
+            if isinstance(table, pa.Table)
+            else [table]
+            if isinstance(table, pa.RecordBatch)
+            else table
+        )
+        for batch in batches:
+            yield from (part for _, part in slices(batch if names is None else batch.select(names)))
     else:  # a pandas DataFrame: its columns must be there before a slice can be taken of them
         missing = [n for n in names or () if n not in table.columns]
         if missing:
