@@ -31,7 +31,7 @@ def _records(*paths: Path, **kwargs: Any) -> list[tuple[str, str, Any]]:
     return [(r.id, r.text, r.meta) for r in read_inputs([str(p) for p in paths], **kwargs)]
 
 
-_text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=40)
+_text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=40)
 _rows = st.lists(
     st.tuples(_text.filter(bool), _text, st.one_of(st.none(), st.integers(-(2**62), 2**62)), _text),
     max_size=30,

@@ -61,7 +61,7 @@ def rows_of(
         return table_documents(records, id_field, text_field, meta)
     if (id_field, text_field, meta) != ("id", "text", None):
         raise ParamsError("id, text and meta name a table's columns; tuples and dicts take none")
-    return records  # type: ignore[no-any-return]
+    return records
 
 
 # The listings as Arrow tables, loaded on first use (PEP 562) so that this module imports no pyarrow.

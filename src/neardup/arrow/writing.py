@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sequence, Set
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -55,13 +55,8 @@ def write_parquet(
             out.write_batch(batch)
 
 
-class _Writer(Protocol):
-    def write_batch(self, batch: pa.RecordBatch) -> None: ...
-
-    def close(self) -> None: ...
-
-
-def _writer(path: str, fmt: ArrowFormat, schema: pa.Schema) -> _Writer:
+def _writer(path: str, fmt: ArrowFormat, schema: pa.Schema) -> Any:
+    """A writer of record batches to a new file at ``path`` in ``fmt``; ``close`` ends it."""
     if fmt == "parquet":
         return pq.ParquetWriter(path, schema)
     return pa.ipc.new_file(path, schema)
@@ -74,7 +69,7 @@ def write_kept(
     in ``fmt``, with every column, under the first file's schema; an input of another schema raises
     InputError naming it. Returns how many rows were kept and how many dropped."""
     kept = dropped = 0
-    writer: _Writer | None = None
+    writer: Any = None
     schema: pa.Schema | None = None
     try:
         for file in (f for path in paths for f in files_of(path, fmt)):
@@ -93,7 +88,7 @@ def write_kept(
                 keep = [doc_id not in drop for doc_id in ids.cast(pa.string()).to_pylist()]
                 chosen = batch.filter(pa.array(keep, pa.bool_()))
                 kept, dropped = kept + chosen.num_rows, dropped + batch.num_rows - chosen.num_rows
-                writer.write_batch(chosen)  # type: ignore[union-attr]
+                writer.write_batch(chosen)
     finally:
         if writer is not None:
             writer.close()
