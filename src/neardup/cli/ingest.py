@@ -279,6 +279,8 @@ def _arrow_kind(files: list[str], kinds: list[str]) -> Literal["parquet", "arrow
     if not arrow:
         return None
     for path, kind in zip(files, kinds, strict=True):
+        if path == "-":
+            raise InputError("<stdin>: dedup reads Arrow inputs twice (ids, then the kept rows): give a file")
         if kind != arrow[0]:
             raise InputError(
                 f"{path}: {kind}, where {files[kinds.index(arrow[0])]} is {arrow[0]}: dedup writes one "
