@@ -76,6 +76,8 @@ def test_a_bad_row_is_named_by_position_and_stores_nothing(make_index: Any) -> N
         index.add(repeated, batch_size=None)
     with pytest.raises(InputError, match=r"^table: column 'body' is missing \(columns: 'id', 'text'\)$"):
         index.add(repeated, text="body")
+    with pytest.raises(InputError, match=r"^table: column 'lang' is missing"):
+        index.add(repeated, meta=["lang"])
     with pytest.raises(InputError, match=r"column 'text' \(the text\) is int64, not a string"):
         index.add(pa.table({"id": ["a"], "text": [1]}))
     assert index.stats().documents == 0

@@ -23,23 +23,18 @@ from neardup.records import Document
 def _batches(table: Any, names: Sequence[str] | None) -> Iterator[pa.RecordBatch]:
     """The table's record batches, of at most ``BATCH_ROWS`` rows each."""
     if isinstance(table, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
-        batches = (
-            table.to_batches()
-            if isinstance(table, pa.Table)
-            else [table]
-            if isinstance(table, pa.RecordBatch)
-            else table
-        )
-        for batch in batches:
-            yield from (part for _, part in slices(batch if names is None else batch.select(names)))
+        if isinstance(table, pa.Table):
+            table = table.to_batches()
+        for batch in [table] if isinstance(table, pa.RecordBatch) else table:
+            yield from (part for _, part in slices(batch))
     else:  # a pandas DataFrame: its columns must be there before a slice can be taken of them
         missing = [n for n in names or () if n not in table.columns]
         if missing:
             shown = ", ".join(repr(str(c)) for c in table.columns) or "none"
             raise InputError(f"table: column {missing[0]!r} is missing (columns: {shown})")
-        frame = table if names is None else table[list(names)]
-        for first in range(0, len(frame), BATCH_ROWS):
-            part = frame.iloc[first : first + BATCH_ROWS]
+        for first in range(0, len(table), BATCH_ROWS):
+            part = table.iloc[first : first + BATCH_ROWS]  # a slice, then its columns: no whole copy
+            part = part if names is None else part[list(names)]
             try:
                 yield pa.RecordBatch.from_pandas(part, preserve_index=False)
             except (pa.ArrowException, ValueError, TypeError) as exc:
