@@ -9,6 +9,7 @@ import numpy as np
 
 from neardup.core.candidates import bucket_groups, candidate_pairs
 from neardup.core.components import component_labels
+from neardup.core.distinct import distinct
 from neardup.core.lsh import bucket_rows
 from neardup.core.minhash import empty_rows
 from neardup.core.params import Params
@@ -132,11 +133,11 @@ def _copy_pairs(ctx: BatchContext, left: np.ndarray, right: np.ndarray, sim: np.
 
 @stage("merge clusters")
 def _merge_clusters(scope: Scope, left: np.ndarray, right: np.ndarray) -> None:
-    ends = np.unique(np.concatenate([left, right]))
+    ends = distinct(np.concatenate([left, right]))
     labels = contents.cluster_labels(scope, ends.tolist())
     label_of = np.array([labels[i] for i in ends.tolist()], dtype=np.int64)
     la, lb = label_of[np.searchsorted(ends, left)], label_of[np.searchsorted(ends, right)]
-    nodes = np.unique(label_of)
+    nodes = distinct(label_of)
     merged = component_labels(nodes, la, lb)
     changed = merged != nodes
     if changed.any():
