@@ -201,12 +201,14 @@ class Writer:
     def _resketch(self, ctx: BatchContext, batch_size: int) -> None:
         """Write every stored document again, sketched under the new parameters (a rebuild)."""
         document_rows.stash(ctx.scope)
+        counter = store.lock(ctx).next_content_id
         catalog.clear(ctx.scope)
         start = 0
         for rows in document_rows.stashed(ctx.scope, batch_size):
             batch = Batch(start, *(list(column) for column in zip(*rows, strict=True)))
             self._write(ctx, batch, self.sketcher.sketch(batch.texts), None, None, may_defer=start == 0)
             start += len(batch)
+        store.restore_clusters(ctx, counter)
         if self._deferral.memory is not None:  # one transaction: nobody else wrote meanwhile
             self._deferral.memory = None
             buckets.create_index(ctx.scope)
@@ -373,7 +375,7 @@ def _pair(
     members.written(ctx, rows)
     if found is None:
         return 0
-    store.store_pairs(ctx, found)
+    store.store_pairs(ctx, found, plan.new_ids)
     return int(found.left.size)
 
 

@@ -85,6 +85,18 @@ def reserve(scope: Scope, count: int) -> int:
     return int(row[0])
 
 
+def reserve_past(scope: Scope, counter: int) -> None:
+    """Move the content id counter to ``counter`` unless it is past it already (after a rebuild
+    cleared the collection, so that ids used before it are never taken again)."""
+    scope.conn.execute(
+        scope.sql(
+            "UPDATE {s}.collections SET next_content_id = greatest(next_content_id, %s) "
+            "WHERE collection_id = %s"
+        ),
+        (counter, scope.collection_id),
+    )
+
+
 def lock_name(scope: Scope, name: str) -> None:
     """Hold a lock on the collection name ``name`` in this schema until the transaction ends, so
     that processes creating the same collection take turns (the unique key would catch it anyway)."""
