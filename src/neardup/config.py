@@ -39,6 +39,32 @@ PARAM_DEFAULTS: dict[str, Any] = {
 }
 
 
+# Which document of a cluster is kept (its representative): the earliest inserted, the longest
+# text, the smallest id, or by a metadata field (``meta:FIELD``, ``meta:FIELD:desc``).
+KEEP_POLICIES = ("first", "longest", "id", "meta:FIELD", "meta:FIELD:desc")
+DEFAULT_KEEP = "first"
+
+
+def check_keep(keep: object) -> str:
+    """The representative policy ``keep`` in its stored form (``meta:FIELD:asc`` as ``meta:FIELD``),
+    or ParamsError naming the allowed ones."""
+    if isinstance(keep, str):
+        if keep in ("first", "longest", "id"):
+            return keep
+        parts = keep.split(":")
+        if (
+            parts[0] == "meta"
+            and len(parts) in (2, 3)
+            and 1 <= len(parts[1]) <= 100
+            and (len(parts) == 2 or parts[2] in ("asc", "desc"))
+        ):
+            return keep.removesuffix(":asc")
+    raise ParamsError(
+        f"keep must be one of {', '.join(KEEP_POLICIES)} (FIELD: 1 to 100 characters, no colon), "
+        f"got {keep!r:.120}"
+    )
+
+
 @dataclass(frozen=True)
 class Parameter:
     """One parameter of a new collection, as ``Index.create``, ``neardup init`` and the service's
@@ -100,6 +126,14 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         bool,
         PARAM_DEFAULTS["collapse_whitespace"],
         "treat every run of whitespace as one space",
+    ),
+    Parameter(
+        "keep",
+        str,
+        DEFAULT_KEEP,
+        "which document of a cluster is kept (its representative): first (the earliest inserted), "
+        "longest, id (the smallest), meta:FIELD or meta:FIELD:desc (by a metadata field's value); "
+        "changing it re-sketches nothing",
     ),
     Parameter(
         "store_text",
@@ -222,7 +256,9 @@ def _params(threshold: float, bands: int | None, rows: int | None, fields: dict[
 
 __all__ = [
     "CREATE_PARAMETERS",
+    "DEFAULT_KEEP",
     "DEFAULT_THRESHOLD",
+    "KEEP_POLICIES",
     "FN_WEIGHT",
     "FP_WEIGHT",
     "PARAMETERS",
@@ -230,4 +266,5 @@ __all__ = [
     "PARAM_FIELDS",
     "IndexConfig",
     "Parameter",
+    "check_keep",
 ]

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from neardup.config import DEFAULT_THRESHOLD, IndexConfig
+from neardup.config import DEFAULT_KEEP, DEFAULT_THRESHOLD, IndexConfig, check_keep
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import Params
@@ -23,6 +23,7 @@ from neardup.errors import (
     CollectionExistsError,
     NeardupError,
     ParamsError,
+    ParamsMismatchError,
     UnicodeVersionWarning,
 )
 from neardup.evaluation import Evaluation
@@ -63,11 +64,24 @@ class Stats:
     """Bytes on disk of each table's partition: (rows with their TOAST, indexes)."""
 
 
+class Cluster(list[str]):
+    """One cluster of two or more documents: its ids, sorted (it is a list of them), with its
+    ``id``, which lasts across writes (README, "Cluster ids"), and its ``representative``, the
+    document kept under the collection's ``keep`` policy."""
+
+    def __init__(self, ids: Iterable[str], cluster_id: int, representative: str) -> None:
+        super().__init__(ids)
+        self.id, self.representative = cluster_id, representative
+
+    def __repr__(self) -> str:
+        return f"Cluster(id={self.id}, representative={self.representative!r}, ids={list(self)!r})"
+
+
 def _insert_or_reuse(
-    scope: Scope, name: str, config: IndexConfig, distributed: bool, exist_ok: bool
+    scope: Scope, name: str, config: IndexConfig, distributed: bool, exist_ok: bool, keep: str
 ) -> catalog.CollectionRow:
     """The row of a new collection ``name``, or with ``exist_ok`` of the existing one if its
-    parameters are ``config``'s."""
+    parameters (and representative policy) are these."""
     catalog.lock_name(scope, name)
     row = catalog.get(scope, name)
     if row is None:
@@ -79,12 +93,15 @@ def _insert_or_reuse(
             config.store_text,
             unicodedata.unidata_version,
             distributed,
+            keep,
         )
     if not exist_ok:
         raise CollectionExistsError(
             f"collection {name!r} exists already; open it, or pass exist_ok=True to reuse it"
         )
     config_of(row).require_same(config)
+    if row.keep != keep:
+        raise ParamsMismatchError(f"parameters differ (stored != requested): keep: {row.keep!r} != {keep!r}")
     return row
 
 
@@ -102,6 +119,7 @@ class Index:
         self.name = row.name
         self.schema = scope.schema
         self._writer = Writer(conn, url, self._scope, row.name, config_of(row))
+        self._keep = row.keep
         if row.unicode_version != unicodedata.unidata_version:
             warnings.warn(
                 f"collection {row.name!r} was built with Unicode {row.unicode_version}, this Python has "
@@ -125,6 +143,12 @@ class Index:
     def threshold(self) -> float:
         """Pairs at or above this similarity are stored."""
         return self.config.threshold
+
+    @property
+    def keep(self) -> str:
+        """Which document of a cluster is its representative (``first``, ``longest``, ``id``,
+        ``meta:FIELD`` or ``meta:FIELD:desc``), as opened or last set here."""
+        return self._keep
 
     @property
     def distributed(self) -> bool:
@@ -156,6 +180,7 @@ class Index:
         case: CaseMode = "fold",
         collapse_whitespace: bool = True,
         store_text: bool = True,
+        keep: str = DEFAULT_KEEP,
         schema: str = DEFAULT_SCHEMA,
         exist_ok: bool = False,
         distributed: bool | None = None,
@@ -194,7 +219,7 @@ class Index:
             with translated(f"preparing schema {schema!r} for collection {name!r}"), transaction(conn):
                 distributed = citus.prepare(scope, distributed, shards, redacted(url))
             with translated(f"creating collection {name!r}"), transaction(conn):
-                row = _insert_or_reuse(scope, name, config, distributed, exist_ok)
+                row = _insert_or_reuse(scope, name, config, distributed, exist_ok, keep)
             return cls(conn, scope, row, url)
         except BaseException:
             conn.close()
@@ -295,6 +320,17 @@ class Index:
         """
         self._writer.rebuild(self.config.changed(threshold, bands=bands, rows=rows, **fields), batch_size)
 
+    def set_keep(self, keep: str) -> None:
+        """Store which document of each cluster is its representative: ``first`` (the earliest
+        inserted; no later document displaces it), ``longest`` (the longest text, or the most
+        shingles when texts are not stored), ``id`` (the smallest id, bytewise), ``meta:FIELD`` or
+        ``meta:FIELD:desc`` (the smallest or largest value of a metadata field; documents without
+        it last). Ties go to the earliest inserted. Nothing is re-sketched or recomputed: listings,
+        views, ``dedup`` and the review pages follow the stored policy."""
+        keep = check_keep(keep)
+        self._writer.set_keep(keep)
+        self._keep = keep
+
     # -- reading -----------------------------------------------------------------------------
 
     def query(
@@ -348,13 +384,18 @@ class Index:
             self._url, self.schema, self._scope.collection_id, floor, f"listing pairs of {self.name!r}"
         )
 
-    def clusters(self) -> Iterator[list[str]]:
-        """Connected components of the pairs, two or more ids each, sorted; the first id is the
-        cluster's representative. Read like ``pairs``, on a connection of its own."""
+    def clusters(self) -> Iterator[Cluster]:
+        """Connected components of the pairs (copies of one text included), two or more ids each:
+        each a ``Cluster``, its ids sorted, with its lasting ``id`` and its ``representative``
+        (the ``keep`` policy's choice); clusters in the order of their smallest id. Read like
+        ``pairs``, on a connection of its own."""
         rows = listings.clusters(
             self._url, self.schema, self._scope.collection_id, f"listing clusters of {self.name!r}"
         )
-        return ([r[1] for r in group] for _, group in itertools.groupby(rows, key=lambda r: r[0]))
+        for cluster_id, group in itertools.groupby(rows, key=lambda r: r[0]):
+            members = list(group)
+            kept = next(r[1] for r in members if r[2])
+            yield Cluster((r[1] for r in members), int(cluster_id), kept)
 
     def stats(self, largest: int = 5) -> Stats:
         """Counts of documents, contents, pairs and clusters, size on disk and the fullest buckets."""
@@ -395,6 +436,7 @@ class Index:
 __all__ = [
     "AddResult",
     "CheckResult",
+    "Cluster",
     "Evaluation",
     "Index",
     "NeardupError",

@@ -215,7 +215,7 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
             records, drop = new_only(index, records, args.batch_size)
         else:
-            drop = {doc_id for ids in index.clusters() for doc_id in ids[1:]}
+            drop = {doc_id for c in index.clusters() for doc_id in c if doc_id != c.representative}
         # Written beside --out and moved over it at the end: an input that fails half-way leaves
         # no half-written output, and --out may name one of the inputs.
         with output_file(args.out, "--out", whole=True) as out:

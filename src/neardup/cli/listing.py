@@ -59,15 +59,19 @@ def cmd_pairs(args: argparse.Namespace) -> int:
 def cmd_clusters(args: argparse.Namespace) -> int:
     """Clusters of near-duplicates: cluster, id, representative.
 
+    The cluster is its stored id, the one the API, the SQL views and the review pages show; it
+    lasts across writes (README, "Cluster ids"). The representative is the document the
+    collection's keep policy chooses (init --keep, rebuild --keep).
+
     Example: neardup clusters --format jsonl
     """
     with ExitStack() as stack:
         index = open_index(args, stack)
 
         def rows() -> Iterator[tuple[int, str, bool]]:
-            for n, ids in enumerate(index.clusters(), 1):
-                for i, doc_id in enumerate(ids):
-                    yield n, doc_id, i == 0
+            for cluster in index.clusters():
+                for doc_id in cluster:
+                    yield cluster.id, doc_id, doc_id == cluster.representative
 
         emit(args.format, ["cluster", "id", "representative"], rows())
     return 0

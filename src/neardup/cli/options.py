@@ -104,6 +104,15 @@ SEED = option_type(_integer, lambda n: _minhash(seed=n), "seed")
 K = option_type(_integer, _k, "k")
 
 
+def _keep(value: str) -> None:
+    from neardup.config import check_keep
+
+    check_keep(value)
+
+
+KEEP = option_type(str, _keep, "keep")
+
+
 def library_default(function: Callable[..., Any], parameter: str) -> Any:
     """The default of one of a library function's parameters, so an option's default is that one."""
     return inspect.signature(function).parameters[parameter].default
@@ -165,8 +174,14 @@ def plot(p: argparse.ArgumentParser, help_text: str) -> None:
 
 
 # The command line's parsing of the creation parameters whose values need more than their type.
-_TYPES: dict[str, Callable[[str], Any]] = {"threshold": THRESHOLD, "num_perm": NUM_PERM, "seed": SEED, "k": K}
-_METAVARS = {"num_perm": "N"}
+_TYPES: dict[str, Callable[[str], Any]] = {
+    "threshold": THRESHOLD,
+    "num_perm": NUM_PERM,
+    "seed": SEED,
+    "k": K,
+    "keep": KEEP,
+}
+_METAVARS = {"num_perm": "N", "keep": "POLICY"}
 
 
 def parameter_options(*, new: bool) -> dict[str, dict[str, Any]]:
@@ -200,8 +215,8 @@ def _parameter_option(param: Parameter, new: bool) -> dict[str, Any]:
         spec["choices"] = param.choices
     else:
         spec["type"] = _TYPES.get(param.name, POSITIVE)
-        allowed = param.range_text()
-        shown.insert(0, allowed if allowed.startswith("at least") else f"in {allowed}")
+        if allowed := param.range_text():
+            shown.insert(0, allowed if allowed.startswith("at least") else f"in {allowed}")
     if param.name in _METAVARS:
         spec["metavar"] = _METAVARS[param.name]
     if not new:

@@ -173,6 +173,13 @@ class Writer:
             catalog.touch(ctx.scope)
         return len(found)
 
+    def set_keep(self, keep: str) -> None:
+        """Store the representative policy ``keep`` (checked), as a write to the collection."""
+        with translated(f"setting what {self.name!r} keeps"), transaction(self._scope.conn):
+            ctx = self._context()
+            store.lock(ctx)
+            catalog.set_keep(ctx.scope, keep)
+
     def rebuild(self, config: IndexConfig, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         """Store ``config`` and recompute buckets, pairs and clusters under it, in one transaction:
         from the stored signatures when only the banding changes, else from the stored texts."""
