@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 from neardup.core.cluster_ids import ALONE, NEW, SHOWN, decide_clusters
 
 
-def _fresh_from(start: int) -> tuple[list[int], object]:
+def _fresh_from(start: int) -> tuple[list[int], Callable[[int], int]]:
     taken: list[int] = []
 
     def fresh(n: int) -> int:
@@ -18,6 +20,10 @@ def _fresh_from(start: int) -> tuple[list[int], object]:
         return first
 
     return taken, fresh
+
+
+def _no_fresh(n: int) -> int:
+    raise AssertionError(f"{n} fresh ids asked for where no cluster split")
 
 
 @st.composite
@@ -35,7 +41,7 @@ def changes(draw: st.DrawFn) -> tuple[list[int], list[int], list[bool]]:
 def test_the_rule_holds(case: tuple[list[int], list[int], list[bool]]) -> None:
     old, comp, new = case
     taken, fresh = _fresh_from(1000)
-    got = decide_clusters(old, comp, fresh, [NEW if n else SHOWN for n in new])  # type: ignore[arg-type]
+    got = decide_clusters(old, comp, fresh, [NEW if n else SHOWN for n in new])
     labels = got.labels.tolist()
     assert len(taken) <= 1
     members: dict[int, set[int]] = {}
@@ -69,12 +75,12 @@ def test_the_rule_holds(case: tuple[list[int], list[int], list[bool]]) -> None:
 
 def test_join_merge_and_split_in_words() -> None:
     # Clusters 5 and 9 merge with a new content (id 20): 5 survives, 9 is absorbed.
-    got = decide_clusters([5, 5, 9, 20], [0, 0, 0, 0], lambda n: 1 / 0, [SHOWN, SHOWN, SHOWN, NEW])  # type: ignore[arg-type]
+    got = decide_clusters([5, 5, 9, 20], [0, 0, 0, 0], _no_fresh, [SHOWN, SHOWN, SHOWN, NEW])
     assert got.labels.tolist() == [5, 5, 5, 5]
     assert got.merged == [(5, [9])]
     assert got.split == []
     # A cluster people see (9) keeps its id over an older content that was alone (3), which joins it.
-    got = decide_clusters([3, 9, 9], [0, 0, 0], lambda n: 1 / 0, [ALONE, SHOWN, SHOWN])  # type: ignore[arg-type]
+    got = decide_clusters([3, 9, 9], [0, 0, 0], _no_fresh, [ALONE, SHOWN, SHOWN])
     assert got.labels.tolist() == [9, 9, 9]
     assert got.merged == []
     # Cluster 5 splits in two: both parts get ids never used (30, 31).
@@ -82,7 +88,7 @@ def test_join_merge_and_split_in_words() -> None:
     assert got.labels.tolist() == [30, 30, 31]
     assert got.split == [(5, [30, 31])]
     # Cluster 5 loses a member but stays connected: it keeps its id.
-    got = decide_clusters(np.array([5, 5]), np.array([3, 3]), lambda n: 1 / 0)  # type: ignore[arg-type]
+    got = decide_clusters(np.array([5, 5]), np.array([3, 3]), _no_fresh)
     assert got.labels.tolist() == [5, 5]
     assert got.merged == []
     assert got.split == []
