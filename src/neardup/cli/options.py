@@ -95,6 +95,7 @@ def _k(value: int) -> None:
 
 THRESHOLD = option_type(_number, _threshold, "threshold")
 MIN_JACCARD = option_type(_number, _in("min_jaccard", 0, 1), "min_jaccard")
+TARGET = option_type(_number, _in("target", 0, 1, open_low=True), "target")
 FLOOR = option_type(_number, _in("floor", 0, 1, open_low=True), "floor")
 WEIGHT = option_type(_number, _in("weight", 0, float("inf")), "weight")
 POSITIVE = option_type(_integer, _at_least(1), "positive")
