@@ -128,19 +128,19 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         "treat every run of whitespace as one space",
     ),
     Parameter(
+        "store_text",
+        bool,
+        True,
+        "keep the texts (exact verification, eval and re-sketching rebuilds need them)",
+        rebuild=False,
+    ),
+    Parameter(
         "keep",
         str,
         DEFAULT_KEEP,
         "which document of a cluster is kept (its representative): first (the earliest inserted), "
         "longest, id (the smallest), meta:FIELD or meta:FIELD:desc (by a metadata field's value); "
         "changing it re-sketches nothing",
-    ),
-    Parameter(
-        "store_text",
-        bool,
-        True,
-        "keep the texts (exact verification, eval and re-sketching rebuilds need them)",
-        rebuild=False,
     ),
     Parameter(
         "distributed",

@@ -34,6 +34,7 @@ from neardup.measure import evaluate
 from neardup.records import Record, to_document
 from neardup.search import CheckResult, check_all, fraction, similar
 from neardup.storage import catalog, citus, listings, migrate, statistics
+from neardup.storage import documents as document_rows
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
 from neardup.storage.scope import Scope
@@ -44,13 +45,20 @@ CHECK_BATCH_SIZE = 10_000
 
 @dataclass(frozen=True)
 class Stats:
-    """Counts, sizes and parameters of a collection."""
+    """Counts, sizes and parameters of a collection.
+
+    ``contents`` are the distinct (normalised) texts; ``pairs`` the stored near-duplicate pairs of
+    distinct texts (what ``AddResult.new_pairs`` counts); ``identical_pairs`` the pairs of
+    documents with one text; ``document_pairs`` the pairs of documents ``pairs()`` lists: each
+    stored pair once for every two documents of its texts, plus the identical pairs; ``clusters``
+    those of two or more documents, as ``clusters()`` lists them."""
 
     name: str
     documents: int
     contents: int
     pairs: int
     identical_pairs: int
+    document_pairs: int
     clusters: int
     bucket_rows: int
     bytes_on_disk: int
@@ -372,6 +380,11 @@ class Index:
                 self._writer.second_scope,
             )
 
+    def stored(self, ids: Iterable[str]) -> set[str]:
+        """Those of ``ids`` that name stored documents."""
+        with translated(f"looking up ids in {self.name!r}"), transaction(self._conn):
+            return document_rows.stored_ids(self._scope, list(ids))
+
     def pairs(self, min_jaccard: float | None = None) -> Iterator[tuple[str, str, float]]:
         """Every stored near-duplicate pair (id_a < id_b, similarity), copies of one text included.
 
@@ -406,6 +419,7 @@ class Index:
             return Stats(
                 name=self.name,
                 **counts,
+                document_pairs=statistics.document_pairs(scope),
                 bucket_rows=statistics.bucket_rows(scope),
                 bytes_on_disk=sum(rows + indexes for rows, indexes in sizes.values()),
                 largest_buckets=statistics.largest_buckets(scope, largest),

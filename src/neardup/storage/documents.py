@@ -109,6 +109,18 @@ def delete(scope: Scope, doc_ids: Sequence[int]) -> list[int]:
     return [r[0] for r in rows]
 
 
+def stored_ids(scope: Scope, external_ids: Sequence[str]) -> set[str]:
+    """Those of the caller's ids that name stored documents."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT external_id FROM {documents_p} WHERE collection_id = %s "
+            'AND external_id IN (SELECT u COLLATE "C" FROM unnest(%s::text[]) AS u)'
+        ),
+        (scope.collection_id, list(external_ids)),
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
 def delete_by_external_id(scope: Scope, external_ids: Sequence[str]) -> tuple[list[str], list[int]]:
     """Delete documents by the caller's ids; returns the ids found and the contents they pointed at."""
     rows = scope.conn.execute(
