@@ -678,3 +678,36 @@ def test_init_takes_every_creation_parameter_with_the_library_default() -> None:
     rebuild = vars(build_parser().parse_args(["rebuild"]))
     assert {p.name for p in CREATE_PARAMETERS if p.rebuild} <= set(rebuild)
     assert not {p.name for p in CREATE_PARAMETERS if not p.rebuild} & set(rebuild)
+
+
+def test_labels_advise_eval_and_dedup_of_unstored_records(cli: Run, tmp_path: Path) -> None:
+    from neardup.database import Database
+
+    base = "the storm cut power to forty thousand homes across the northern valley on tuesday night"
+    docs = [(f"s{i}", base + " more" * i) for i in range(6)]
+    source = _jsonl(tmp_path / "docs.jsonl", docs)
+    assert cli("init", "--threshold", "0.5")[0] == 0
+    assert cli("add", str(source))[0] == 0
+    pairs = [json.loads(line) for line in cli("pairs", "--format", "jsonl")[1].splitlines()]
+    with Database(cli.database_url, cli.schema) as db:
+        for p in pairs:
+            db.labels.put(cli.collection, p["id_a"], p["id_b"], "duplicate")
+    status, out, err = cli("labels", "--advise", "--target", "0.75", "--format", "jsonl")
+    assert status == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert sum(r["labels"] for r in rows) == len(pairs)
+    assert all(r["precision"] == 1.0 and r["interval_high"] == 1.0 for r in rows)
+    # 15 of 15 labelled duplicate: Wilson's low end is 0.796, which meets 0.75 at the threshold.
+    assert "lowest threshold with labelled precision >= 0.75: 0.5 (precision 1.000" in err
+    assert f"from {len(pairs)} of {len(pairs)} labels" in err
+    assert cli("labels", "--advise", "--target", "0")[0] == 2
+    status, _, err = cli("eval", "--sample", "6")
+    assert status == 0, err
+    assert "threshold by labels: no threshold reaches labelled precision 0.95" in err
+    # dedup of a file whose records are not stored: kept, and a warning says how many.
+    other = _jsonl(tmp_path / "new.jsonl", [("n1", base), ("n2", base + " more"), ("s0", base)])
+    status, _, err = cli("dedup", str(other), "--out", str(tmp_path / "out.jsonl"))
+    assert status == 0, err
+    assert "kept 3, dropped 0" in err
+    assert "warning: 2 of 3 input records are not in collection" in err
+    assert "--against-index" in err

@@ -77,11 +77,10 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     without reading any text; any other change re-sketches every stored text (the collection
     must store its texts). Bands and rows are re-tuned for the threshold unless both are given.
     --keep changes which document each cluster keeps (stored first, on its own, recomputing
-    nothing). The rest is one transaction: on an error nothing changes. Clusters keep their ids
-    where they stay whole.
+    nothing): `neardup rebuild --keep meta:date`. The rest is one transaction: on an error
+    nothing changes. Clusters keep their ids where they stay whole.
 
     Example: neardup rebuild --threshold 0.9 --k 7
-    Example: neardup rebuild --keep meta:date
     """
     from neardup.config import PARAM_FIELDS
 

@@ -56,11 +56,11 @@ def cmd_labels(args: argparse.Namespace) -> int:
     With --advise: what the labels of the collection's stored pairs say instead, one row per
     similarity bin (labels, how many say duplicate, the precision and its 95% Wilson interval),
     and on standard error the lowest threshold whose labelled pairs reach --target with 95%
-    confidence, and how many labels that rests on. A rebuild at that threshold
-    (`neardup rebuild --threshold T`) keeps only the pairs at or above it.
+    confidence, and how many labels that rests on: `neardup --collection news labels --advise
+    --target 0.95`. A rebuild at that threshold (`neardup rebuild --threshold T`) keeps only the
+    pairs at or above it.
 
     Example: neardup --collection news labels --format jsonl > labels.jsonl
-    Example: neardup --collection news labels --advise --target 0.95
     """
     if args.advise and args.all:
         from neardup.errors import ParamsError
