@@ -158,3 +158,22 @@ def test_cluster_ids_last_under_any_sequence_of_writes(database_url: str, machin
             suppress_health_check=[HealthCheck.too_slow],
         ),
     )
+
+
+def test_rebuilds_keep_the_ids_of_clusters_that_stay_whole(make_index: Any) -> None:
+    index = make_index(**EXHAUSTIVE)
+    story = "the storm cut power to forty thousand homes across the northern valley on tuesday night"
+    other = "markets in the south opened lower as the price of wheat fell for a third week running"
+    index.add([("s1", story), ("o1", other), ("s2", story + " officials said"), ("o2", other + " again")])
+    before = {c.id: list(c) for c in index.clusters()}
+    assert sorted(before.values()) == [["o1", "o2"], ["s1", "s2"]]
+    index.rebuild(0.6, bands=64, rows=2)  # re-banded from the stored signatures
+    assert {c.id: list(c) for c in index.clusters()} == before
+    index.rebuild(k=4)  # every text sketched again, under new content ids
+    assert {c.id: list(c) for c in index.clusters()} == before
+    # Ids taken after the rebuild were never used before it.
+    index.add([("s3", story + " officials said on wednesday")])
+    assert {c.id: list(c) for c in index.clusters()} == {
+        **before,
+        **{k: [*v, "s3"] for k, v in before.items() if "s1" in v},
+    }

@@ -160,7 +160,7 @@ class PairPage(BaseModel):
 
 
 class Cluster(BaseModel):
-    """A cluster: its stored id, its representative (smallest id) and its ids, sorted."""
+    """A cluster: its lasting id, its representative (the collection's keep policy) and its ids, sorted."""
 
     cluster: int
     representative: str

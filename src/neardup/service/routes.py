@@ -200,6 +200,7 @@ def get_collection(request: Request, name: str, who: Read) -> dict[str, Any]:
             "contents": s.contents,
             "pairs": s.pairs,
             "identical_pairs": s.identical_pairs,
+            "document_pairs": s.document_pairs,
             "clusters": s.clusters,
             "bucket_rows": s.bucket_rows,
             "bytes_on_disk": s.bytes_on_disk,
