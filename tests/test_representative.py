@@ -54,7 +54,7 @@ def test_each_policy_picks_its_document_everywhere(
 def test_first_is_never_displaced_and_the_policy_changes_without_a_rebuild(
     database_url: str, schema: str
 ) -> None:
-    with Index.create(database_url, "keep-first", 0.5, schema=schema) as index:
+    with Index.create(database_url, "first-kept", 0.5, schema=schema) as index:
         assert index.keep == "first"
         index.add([("z-original", BASE)])
         # Later copies, with smaller ids, longer texts and earlier dates, one at a time.
@@ -76,14 +76,15 @@ def test_first_is_never_displaced_and_the_policy_changes_without_a_rebuild(
         with pytest.raises(ParamsError, match="keep must be one of"):
             index.set_keep("newest")
     with pytest.raises(ParamsMismatchError, match="keep: 'id' != 'first'"):
-        Index.create(database_url, "keep-first", 0.5, schema=schema, exist_ok=True)
-    with Index.open(database_url, "keep-first", schema=schema) as index:
+        Index.create(database_url, "first-kept", 0.5, schema=schema, exist_ok=True)
+    with Index.open(database_url, "first-kept", schema=schema) as index:
         assert index.keep == "id"  # stored
 
 
 def test_init_rebuild_and_dedup_follow_the_stored_policy(cli: Run, tmp_path: Path) -> None:
     source = tmp_path / "docs.jsonl"
-    source.write_text("".join(json.dumps({"id": i, "text": t, "meta": m}) + "\n" for i, t, m in DOCS))
+    # Fields beside id and text are the metadata.
+    source.write_text("".join(json.dumps({"id": i, "text": t, **m}) + "\n" for i, t, m in DOCS))
     assert cli("init", "--threshold", "0.5", "--keep", "longest")[0] == 0
     assert cli("add", str(source))[0] == 0
     out = tmp_path / "kept.jsonl"
