@@ -23,18 +23,15 @@ BIN_WIDTH = 0.05
 DEFAULT_TARGET = 0.95
 
 
-@dataclass(frozen=True)
-class LabelBin:
-    """Labels of pairs whose similarity is in [low, high) (the last bin holds 1.0)."""
+class _Verdicts:
+    """Some labels, ``duplicates`` of ``labels`` saying duplicate, and what they measure."""
 
-    low: float
-    high: float
     labels: int
     duplicates: int
 
     @property
     def precision(self) -> float | None:
-        """Share of the bin's labelled pairs labelled duplicate (None without labels)."""
+        """Share of the labels that say duplicate (None without labels)."""
         return self.duplicates / self.labels if self.labels else None
 
     @property
@@ -44,13 +41,24 @@ class LabelBin:
 
 
 @dataclass(frozen=True)
-class Advice:
+class LabelBin(_Verdicts):
+    """Labels of pairs whose similarity is in [low, high) (the last bin holds 1.0)."""
+
+    low: float
+    high: float
+    labels: int
+    duplicates: int
+
+
+@dataclass(frozen=True)
+class Advice(_Verdicts):
     """Labelled precision per bin and the lowest threshold whose labels meet ``target``."""
 
     target: float
     bins: list[LabelBin]
     threshold: float | None
-    """The lowest bin edge t such that the labelled pairs at or above t are duplicates at a rate
+    """The lowest threshold t (the floor, or a bin edge above it) such that the labelled pairs at or
+    above t are duplicates at a rate
     whose Wilson interval lies at or above ``target`` (its low end meets it); None if none does."""
     labels: int
     """Labels the advised threshold rests on (those at or above it; 0 without one)."""
@@ -61,16 +69,6 @@ class Advice:
     point_threshold: float | None = field(default=None)
     """The lowest bin edge whose labelled precision (the point estimate) meets ``target``: the
     threshold the labels suggest before their uncertainty is counted."""
-
-    @property
-    def precision(self) -> float | None:
-        """Labelled precision at or above the advised threshold."""
-        return self.duplicates / self.labels if self.labels else None
-
-    @property
-    def interval(self) -> tuple[float, float]:
-        """Its Wilson interval."""
-        return wilson(self.duplicates, self.labels)
 
     def summary(self) -> str:
         """One line for people: the advised threshold and what it rests on, or why there is none."""
