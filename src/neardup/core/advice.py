@@ -57,9 +57,9 @@ class Advice(_Verdicts):
     target: float
     bins: list[LabelBin]
     threshold: float | None
-    """The lowest threshold t (the floor, or a bin edge above it) such that the labelled pairs at or
-    above t are duplicates at a rate
-    whose Wilson interval lies at or above ``target`` (its low end meets it); None if none does."""
+    """The lowest threshold t (the floor, or a bin edge above it) such that the labelled pairs at
+    or above t are duplicates at a rate whose Wilson interval lies at or above ``target`` (its
+    low end meets it); None if none does."""
     labels: int
     """Labels the advised threshold rests on (those at or above it; 0 without one)."""
     duplicates: int
