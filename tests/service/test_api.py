@@ -117,7 +117,7 @@ def test_every_endpoint_end_to_end(service: Service) -> None:
     clusters = admin.get(f"/v1/collections/{name}/clusters", params={"limit": 1}).json()
     assert clusters["clusters"][0]["ids"] == ["fox 2", "fox/1", "fox3"]
     assert clusters["next"] is None
-    assert clusters["clusters"][0]["representative"] == "fox 2"
+    assert clusters["clusters"][0]["representative"] == "fox/1"  # the earliest inserted (keep "first")
     streamed_clusters = admin.get(
         f"/v1/collections/{name}/clusters", headers={"Accept": "application/x-ndjson"}
     ).text.splitlines()
