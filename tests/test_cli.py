@@ -60,7 +60,10 @@ def test_init_add_pairs_clusters_in_every_format(cli: Run, tmp_path: Path) -> No
     grouped: dict[int, list[str]] = {}
     for r in rows:
         grouped.setdefault(r["cluster"], []).append(r["id"])
-        assert r["representative"] == (r["id"] == min(grouped[r["cluster"]]))
+    # The representative is the earliest inserted member (keep "first", the default).
+    position = {doc_id: k for k, (doc_id, _) in enumerate(docs)}
+    for r in rows:
+        assert r["representative"] == (r["id"] == min(grouped[r["cluster"]], key=position.__getitem__))
     assert sorted(grouped.values()) == components(set(truth))
 
 
@@ -101,7 +104,9 @@ def test_dedup_keeps_one_per_cluster_and_every_loner(cli: Run, tmp_path: Path) -
     clusters = components(set(brute_force_pairs(docs, Params(bands=64, rows=2), 0.5)))
     clustered = {i for c in clusters for i in c}
     kept_ids = [r["id"] for r in kept]
-    assert sorted(kept_ids) == sorted([c[0] for c in clusters] + [i for i, _ in docs if i not in clustered])
+    first = {doc_id: k for k, (doc_id, _) in enumerate(docs)}  # keep "first": the earliest inserted
+    representatives = [min(c, key=first.__getitem__) for c in clusters]
+    assert sorted(kept_ids) == sorted(representatives + [i for i, _ in docs if i not in clustered])
     assert all(
         r["n"] == next(k for k, (i, _) in enumerate(docs) if i == r["id"]) for r in kept
     )  # fields kept
