@@ -43,6 +43,7 @@ PARAM_DEFAULTS: dict[str, Any] = {
 # text, the smallest id, or by a metadata field (``meta:FIELD``, ``meta:FIELD:desc``).
 KEEP_POLICIES = ("first", "longest", "id", "meta:FIELD", "meta:FIELD:desc")
 DEFAULT_KEEP = "first"
+KEEP_PATTERN = r"^(first|longest|id|meta:[^:]{1,100}(:asc|:desc)?)$"
 
 
 def check_keep(keep: object) -> str:
@@ -84,6 +85,8 @@ class Parameter:
     """Whether None is a value; ``unset`` says what it means."""
     unset: str = ""
     rebuild: bool = True
+    pattern: str = ""
+    """A regular expression a text value must match (checked again by the library)."""
 
     def range_text(self) -> str:
         """The allowed values in words: ``(0, 1]``, ``at least 1``, ``char, word`` or ``""``."""
@@ -141,6 +144,7 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         "which document of a cluster is kept (its representative): first (the earliest inserted), "
         "longest, id (the smallest), meta:FIELD or meta:FIELD:desc (by a metadata field's value); "
         "changing it re-sketches nothing",
+        pattern=KEEP_PATTERN,
     ),
     Parameter(
         "distributed",

@@ -21,6 +21,7 @@ from neardup.core.params import Params
 from neardup.core.shingle import ShingleKind
 from neardup.errors import (
     CollectionExistsError,
+    CollectionNotFoundError,
     NeardupError,
     ParamsError,
     ParamsMismatchError,
@@ -127,7 +128,6 @@ class Index:
         self.name = row.name
         self.schema = scope.schema
         self._writer = Writer(conn, url, self._scope, row.name, config_of(row))
-        self._keep = row.keep
         if row.unicode_version != unicodedata.unidata_version:
             warnings.warn(
                 f"collection {row.name!r} was built with Unicode {row.unicode_version}, this Python has "
@@ -155,8 +155,12 @@ class Index:
     @property
     def keep(self) -> str:
         """Which document of a cluster is its representative (``first``, ``longest``, ``id``,
-        ``meta:FIELD`` or ``meta:FIELD:desc``), as opened or last set here."""
-        return self._keep
+        ``meta:FIELD`` or ``meta:FIELD:desc``), as stored now (another process may change it)."""
+        with translated(f"reading what {self.name!r} keeps"), transaction(self._conn):
+            row = catalog.get(self._scope, self.name)
+        if row is None:
+            raise CollectionNotFoundError(f"collection {self.name!r} was dropped")
+        return row.keep
 
     @property
     def distributed(self) -> bool:
@@ -335,9 +339,7 @@ class Index:
         ``meta:FIELD:desc`` (the smallest or largest value of a metadata field; documents without
         it last). Ties go to the earliest inserted. Nothing is re-sketched or recomputed: listings,
         views, ``dedup`` and the review pages follow the stored policy."""
-        keep = check_keep(keep)
-        self._writer.set_keep(keep)
-        self._keep = keep
+        self._writer.set_keep(check_keep(keep))
 
     # -- reading -----------------------------------------------------------------------------
 
