@@ -21,3 +21,25 @@ def test_flattens_like_np_unique() -> None:
     grid = np.array([[3, 1], [3, 2]], dtype=np.int32)
     assert distinct(grid).tolist() == [1, 2, 3]
     assert distinct(np.empty(0, dtype=np.int64)).size == 0
+
+
+def test_no_plain_np_unique_in_the_package() -> None:
+    """Every one-dimensional np.unique without return_* or axis goes through distinct()."""
+    import ast
+    from pathlib import Path
+
+    import neardup
+
+    plain = []
+    for path in Path(neardup.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "unique"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "np"
+                and not node.keywords
+            ):
+                plain.append(f"{path.name}:{node.lineno}")
+    assert not plain, f"use neardup.core.distinct.distinct instead of np.unique at {plain}"
