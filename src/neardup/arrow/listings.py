@@ -10,17 +10,17 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from neardup.arrow.writing import table_of
-from neardup.index import Index
+from neardup.index import Cluster, Index
 
 PAIRS = (("id_a", "string"), ("id_b", "string"), ("jaccard", "double"))
 CLUSTERS = (("cluster", "int64"), ("id", "string"), ("representative", "bool"))
 
 
-def cluster_rows(clusters: Iterator[list[str]]) -> Iterator[tuple[int, str, bool]]:
-    """(cluster number from 1, id, whether it is the representative) of each member of each cluster."""
-    for n, ids in enumerate(clusters, 1):
-        for i, doc_id in enumerate(ids):
-            yield n, doc_id, i == 0
+def cluster_rows(clusters: Iterator[Cluster]) -> Iterator[tuple[int, str, bool]]:
+    """(the cluster's lasting id, id, whether it is the representative) of each cluster member."""
+    for cluster in clusters:
+        for doc_id in cluster:
+            yield cluster.id, doc_id, doc_id == cluster.representative
 
 
 def pairs_table(index: Index, min_jaccard: float | None = None) -> pa.Table:
@@ -30,7 +30,7 @@ def pairs_table(index: Index, min_jaccard: float | None = None) -> pa.Table:
 
 
 def clusters_table(index: Index) -> pa.Table:
-    """Every cluster as ``Index.clusters`` lists it, one row a member: cluster (numbered from 1 in
-    the listing's order), id, and whether it is the representative; one table in memory."""
+    """Every cluster as ``Index.clusters`` lists it, one row a member: cluster (its lasting id),
+    id, and whether it is the representative (the keep policy's); one table in memory."""
     names, types = zip(*CLUSTERS, strict=True)
     return table_of(names, types, cluster_rows(index.clusters()))

@@ -82,6 +82,9 @@ def _names(text: str) -> list[str]:
 def cmd_add(args: argparse.Namespace) -> int:
     """Add documents; each batch's verified pairs are stored before it commits.
 
+    "new pairs" counts the stored pairs of distinct texts the input added (as `stats` pairs counts
+    them); `stats` document_pairs is how many rows `neardup pairs` lists.
+
     Example: neardup add crawl.parquet --id-field doc_id --text-field body --meta-fields url,lang
     """
     from neardup.errors import DatabaseConnectionError
@@ -122,8 +125,8 @@ def cmd_add(args: argparse.Namespace) -> int:
             print(file=sys.stderr)
         print(
             f"added {result.added}, replaced {result.replaced}, unchanged {result.unchanged}, "
-            f"empty {result.empty}, rejected {len(rejected)}, new pairs {result.new_pairs} "
-            f"in {time.monotonic() - start:.1f} s"
+            f"empty {result.empty}, rejected {len(rejected)}, "
+            f"new pairs {result.new_pairs} (of distinct texts) in {time.monotonic() - start:.1f} s"
             + (f"; rejected records are in {args.rejects}" if rejected else ""),
             file=sys.stderr,
         )
@@ -215,6 +218,10 @@ def _dedup_options(p: argparse.ArgumentParser) -> None:
 def cmd_dedup(args: argparse.Namespace) -> int:
     """Write the input back out, keeping one record per cluster (its representative).
 
+    The records must be stored in the collection (`add` them first): a record is dropped when its
+    id is a stored document that is not its cluster's representative (as the collection's keep
+    policy chooses it). Records whose id is not stored are kept, and counted in a warning.
+
     With --against-index, keep only the records that duplicate nothing stored in the collection
     and no earlier record of the input (the input itself is not stored).
 
@@ -241,19 +248,22 @@ def cmd_dedup(args: argparse.Namespace) -> int:
     )
     with ExitStack() as stack:
         index = open_index(args, stack)
+        unstored = None
         if args.against_index:
             from neardup.dedup import new_only
 
             records, drop = new_only(index, records, args.batch_size)
         else:
-            drop = {doc_id for ids in index.clusters() for doc_id in ids[1:]}
+            from neardup.dedup import representatives_only
+
+            records, drop, unstored = representatives_only(index, records, args.batch_size)
         # Written beside --out and moved over it at the end: an input that fails half-way leaves
         # no half-written output, and --out may name one of the inputs.
         if arrow:
             from neardup.arrow.writing import write_kept
 
             # A first pass reads the ids and texts, the second every column of the kept rows.
-            for _ in records if args.against_index else ():
+            for _ in records:
                 pass
             with staged(args.out, "--out") as path:
                 kept, removed = write_kept(args.files, arrow, args.id_field, args.text_field, drop, str(path))
@@ -266,6 +276,14 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             else "not the representative of their cluster"
         )
         print(f"kept {kept}, dropped {removed} ({why})", file=sys.stderr)
+        if unstored is not None and unstored.count:
+            print(
+                f"warning: {unstored.count:,} of {kept + removed:,} input records are not in collection "
+                f"{index.name!r} (no stored document has their id), so they were kept unexamined; to "
+                "drop records that duplicate stored documents or each other without storing them, "
+                "use --against-index",
+                file=sys.stderr,
+            )
     return 0
 
 

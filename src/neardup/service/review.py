@@ -206,10 +206,12 @@ def logout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
 
 @router.get("/", response_class=HTMLResponse)
 def index_page(request: Request, who: Annotated[Principal, Depends(reviewer("read"))]) -> HTMLResponse:
-    """The collections this token may review."""
-    rows = context(request).db.collections(counts=False)
+    """The collections this token may review, with what their labels say of the threshold."""
+    db = context(request).db
+    rows = db.collections(counts=False)
     names = [c.name for c in rows if who.collection is None or who.collection == c.name]
-    return _page(request, "home.html", who=who, names=names)
+    advice = {n: db.labels.advise(n) for n in names}
+    return _page(request, "home.html", who=who, names=names, advice=advice)
 
 
 # -- a collection ---------------------------------------------------------------------------------

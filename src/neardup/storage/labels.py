@@ -120,3 +120,17 @@ def verdicts(scope: Scope) -> tuple[int, int]:
             (scope.collection_id,),
         ).fetchone()
     return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+
+def labelled_similarities(scope: Scope) -> tuple[list[float], list[bool]]:
+    """The labelled pairs that are stored pairs of the scope's collection now: (their similarity,
+    whether each was labelled duplicate)."""
+    with translated("reading labelled similarities"):
+        rows = scope.conn.execute(
+            scope.sql(
+                "SELECT similarity, label = 'duplicate' FROM {s}.pair_labels "
+                "WHERE collection_id = %s AND similarity IS NOT NULL"
+            ),
+            (scope.collection_id,),
+        ).fetchall()
+    return [float(r[0]) for r in rows], [bool(r[1]) for r in rows]
