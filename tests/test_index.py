@@ -573,7 +573,7 @@ def test_a_failed_ingest_still_builds_the_deferred_index_for_what_it_committed(m
     index = make_index(**EXHAUSTIVE)
     bad = [*docs, ("broken", 42)]  # the batch after the last whole one: a record without a text string
     with pytest.raises(InputError):
-        index.add(bad, batch_size=10)  # type: ignore[arg-type]
+        index.add(bad, batch_size=10)
     assert index.stats().documents == len(docs)
     assert _bucket_index_exists(index)
     assert _pairs(index) == pytest.approx(brute_force_pairs(docs, index.params, 0.5))
