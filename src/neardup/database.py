@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from neardup.config import DEFAULT_THRESHOLD
+from neardup.core.params import Params
 from neardup.credentials import ACCESS_LEVELS, digest, new_secret, shown_prefix
 from neardup.errors import CollectionNotFoundError, ParamsError
 from neardup.storage import catalog, labels, migrate, pages, statistics, tokens
 from neardup.storage.connect import redacted, transaction, translated
 from neardup.storage.labels import LABELS, LabelRow
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name, check_schema_name
-from neardup.storage.pages import ClusterRow, DocumentRow
+from neardup.storage.pages import ClusterRow, DocumentRow, PairRow
 from neardup.storage.pool import ConnectionPool
 from neardup.storage.scope import Scope
 from neardup.storage.tokens import TokenRow
@@ -277,6 +278,65 @@ class Review:
         with self._scope() as scope:
             return pages.pair(scope, id_a, id_b)
 
+    # -- the review loop ---------------------------------------------------------------------------
+
+    def params(self) -> Params:
+        """The collection's stored parameters (its shingling and normalisation among them)."""
+        with self._db._scope() as scope, translated(f"reading collection {self.name!r}"):
+            return Params.from_dict(self._db._row(scope, self.name).params)
+
+    def pair_rows(
+        self,
+        order: str,
+        *,
+        labels: str = "all",
+        low: float = 0.0,
+        high: float = 1.0,
+        after: tuple[float, str, str] | None = None,
+        descending: bool = False,
+        inclusive: bool = False,
+        limit: int,
+    ) -> list[PairRow]:
+        """Up to ``limit`` pairs of documents ordered by ``order`` ("queue": distance from the
+        threshold, nearest first; "similarity"), then ids, filtered by label ("all", "unlabelled",
+        "labelled", "duplicate", "not_duplicate") and similarity range, after the key ``after``
+        (sort key, id_a, id_b; at it when ``inclusive``)."""
+        with self._scope() as scope:
+            return pages.pair_rows(
+                scope,
+                order=order,
+                threshold=self.threshold,
+                labels=labels,
+                low=low,
+                high=high,
+                after=after,
+                descending=descending,
+                inclusive=inclusive,
+                limit=limit,
+            )
+
+    def queue_position(self, key: tuple[float, str, str] | None) -> int:
+        """How many unlabelled pairs come before ``key`` in the review queue (None: how many
+        unlabelled pairs there are)."""
+        with self._scope() as scope:
+            return pages.count_before(scope, self.threshold, "unlabelled", key)
+
+    def counts(self) -> dict[str, int]:
+        """documents, clusters, document_pairs (identical copies included), labelled and left
+        (document pairs without a label)."""
+        with self._scope() as scope:
+            return pages.review_counts(scope)
+
+    def titles(self, ids: list[str]) -> dict[str, str]:
+        """A title (metadata ``title`` or ``headline``) or the start of the text, by document id."""
+        with self._scope() as scope:
+            return pages.titles(scope, ids)
+
+    def labels_of(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """The labels of those of ``pairs`` that have one, keyed (smaller id, larger id)."""
+        with self._scope() as scope:
+            return labels.labels_of(scope, pairs)
+
 
 # Digits of the largest token id (a bigint, 2**63 - 1): a longer one names no token, and int() of
 # more than 4,300 digits raises.
@@ -406,6 +466,7 @@ __all__ = [
     "DocumentRow",
     "LabelRow",
     "Labels",
+    "PairRow",
     "Review",
     "TokenRow",
     "Tokens",
