@@ -338,6 +338,7 @@ def queue_page(
     if last_a is not None and last_b is not None and "\x00" not in last_a + last_b:
         last = db.labels.get(here.name, last_a, last_b)
     values: dict[str, Any] = {"current": current, "left": left, "last": last, "position": 0}
+    values["threshold"] = here.threshold
     if current is not None:
         values["position"] = here.queue_position((current.key, current.id_a, current.id_b)) + 1
         values["previous_url"] = _queue_url(here.name, current, "prev")
@@ -352,7 +353,6 @@ def queue_page(
         "queue.html",
         who=who,
         name=here.name,
-        threshold=here.threshold,
         at_end=key is not None and current is None,
         can_label=who.access in ("write", "admin"),
         **values,
