@@ -4,16 +4,18 @@ its position count, the pairs list's filters and orders, titles, labels and coun
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pytest
 
-from neardup.database import Database, PairRow, Review
+from neardup.database import Database, PairQuery, PairRow, Review
 from tests.service.review_data import documents
 
 pytestmark = pytest.mark.distributed_variant
 
 THRESHOLD = 0.3
+QUEUE = PairQuery("queue", "unlabelled")
 # Labelled before the checks: (id_a, id_b, label), each a stored pair of the collection.
 LABELLED = (("storm/ap", "storm/moved", "duplicate"), ("council/1", "council/2", "not_duplicate"))
 
@@ -40,14 +42,11 @@ def _everything(here: Review) -> list[tuple[str, str, float, str]]:
     return rows
 
 
-def _walk(here: Review, order: str, **filters: object) -> list[PairRow]:
+def _walk(here: Review, query: PairQuery) -> list[PairRow]:
     """Every row of a listing, a few at a time, each page starting after the last key."""
     rows: list[PairRow] = []
     while page := here.pair_rows(
-        order,
-        after=(rows[-1].key, rows[-1].id_a, rows[-1].id_b) if rows else None,
-        limit=3,
-        **filters,  # type: ignore[arg-type]
+        replace(query, after=(rows[-1].key, rows[-1].id_a, rows[-1].id_b) if rows else None), 3
     ):
         rows += page
     return rows
@@ -64,7 +63,7 @@ def test_the_queue_is_the_unlabelled_pairs_nearest_the_threshold_first(
     brute = sorted(
         ((abs(s - THRESHOLD), a, b) for a, b, s, _ in every if (a, b) not in labels),
     )
-    queue = _walk(here, "queue", labels="unlabelled")
+    queue = _walk(here, QUEUE)
     assert [(r.key, r.id_a, r.id_b) for r in queue] == brute  # the same doubles: abs(s - t) both
     assert [(r.id_a, r.id_b) for r in queue] == [(a, b) for _, a, b in brute]
     assert all(r.label is None for r in queue)
@@ -74,20 +73,14 @@ def test_the_queue_is_the_unlabelled_pairs_nearest_the_threshold_first(
         assert here.queue_position((r.key, r.id_a, r.id_b)) == i
     # Backwards from the end gives the same pairs in reverse; "inclusive" starts at a key.
     last = queue[-1]
-    back = here.pair_rows(
-        "queue", labels="unlabelled", after=(last.key, last.id_a, last.id_b), descending=True, limit=100
-    )
+    back = here.pair_rows(replace(QUEUE, after=(last.key, last.id_a, last.id_b), descending=True), 100)
     assert [(r.id_a, r.id_b) for r in back] == [(r.id_a, r.id_b) for r in reversed(queue[:-1])]
     third = queue[2]
-    at = here.pair_rows(
-        "queue", labels="unlabelled", after=(third.key, third.id_a, third.id_b), inclusive=True, limit=1
-    )
+    at = here.pair_rows(replace(QUEUE, after=(third.key, third.id_a, third.id_b), inclusive=True), 1)
     assert at == [third]
     # Labelling the head of the queue takes it out, and the rest keep their order.
     db.labels.put(here.name, queue[0].id_a, queue[0].id_b, "duplicate", "", None, "test")
-    assert [(r.id_a, r.id_b) for r in _walk(here, "queue", labels="unlabelled")] == [
-        (r.id_a, r.id_b) for r in queue[1:]
-    ]
+    assert [(r.id_a, r.id_b) for r in _walk(here, QUEUE)] == [(r.id_a, r.id_b) for r in queue[1:]]
     assert here.queue_position(None) == len(brute) - 1
 
 
@@ -95,7 +88,7 @@ def test_the_pairs_list_filters_and_orders_as_brute_force_does(review: tuple[Dat
     _db, here = review
     verdicts = {(a, b): label for a, b, label in LABELLED}
     every = _everything(here)
-    keep = {
+    keep: dict[str, Callable[[str | None], bool]] = {
         "all": lambda v: True,
         "unlabelled": lambda v: v is None,
         "labelled": lambda v: v is not None,
@@ -110,7 +103,7 @@ def test_the_pairs_list_filters_and_orders_as_brute_force_does(review: tuple[Dat
                     reverse=descending,
                 )
                 brute = [row for row in brute if wanted(row[3])]
-                rows = _walk(here, "similarity", labels=labels, low=low, high=high, descending=descending)
+                rows = _walk(here, PairQuery("similarity", labels, low, high, None, descending))
                 assert [(r.similarity, r.id_a, r.id_b, r.label) for r in rows] == brute, (labels, low, high)
 
 

@@ -27,7 +27,7 @@ from neardup.storage import catalog, labels, migrate, pages, statistics, tokens
 from neardup.storage.connect import redacted, transaction, translated
 from neardup.storage.labels import LABELS, LabelRow
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name, check_schema_name
-from neardup.storage.pages import ClusterRow, DocumentRow, PairRow
+from neardup.storage.pages import ClusterRow, DocumentRow, PairQuery, PairRow
 from neardup.storage.pool import ConnectionPool
 from neardup.storage.scope import Scope
 from neardup.storage.tokens import TokenRow
@@ -285,35 +285,11 @@ class Review:
         with self._db._scope() as scope, translated(f"reading collection {self.name!r}"):
             return Params.from_dict(self._db._row(scope, self.name).params)
 
-    def pair_rows(
-        self,
-        order: str,
-        *,
-        labels: str = "all",
-        low: float = 0.0,
-        high: float = 1.0,
-        after: tuple[float, str, str] | None = None,
-        descending: bool = False,
-        inclusive: bool = False,
-        limit: int,
-    ) -> list[PairRow]:
-        """Up to ``limit`` pairs of documents ordered by ``order`` ("queue": distance from the
-        threshold, nearest first; "similarity"), then ids, filtered by label ("all", "unlabelled",
-        "labelled", "duplicate", "not_duplicate") and similarity range, after the key ``after``
-        (sort key, id_a, id_b; at it when ``inclusive``)."""
+    def pair_rows(self, query: PairQuery, limit: int) -> list[PairRow]:
+        """Up to ``limit`` pairs of documents as ``query`` asks: ordered by similarity or by
+        distance from the threshold (the review queue), filtered by label and similarity."""
         with self._scope() as scope:
-            return pages.pair_rows(
-                scope,
-                order=order,
-                threshold=self.threshold,
-                labels=labels,
-                low=low,
-                high=high,
-                after=after,
-                descending=descending,
-                inclusive=inclusive,
-                limit=limit,
-            )
+            return pages.pair_rows(scope, self.threshold, query, limit)
 
     def queue_position(self, key: tuple[float, str, str] | None) -> int:
         """How many unlabelled pairs come before ``key`` in the review queue (None: how many
@@ -466,6 +442,7 @@ __all__ = [
     "DocumentRow",
     "LabelRow",
     "Labels",
+    "PairQuery",
     "PairRow",
     "Review",
     "TokenRow",

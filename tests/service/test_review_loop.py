@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from html import unescape
+from typing import Any
 
 import httpx
 import pytest
@@ -134,7 +135,7 @@ def test_the_queue_says_when_nothing_is_left(service: Service) -> None:
         ({"labels": "duplicate", "low": 0.0}, lambda s, lab: lab == "duplicate"),
     ],
 )
-def test_the_pairs_list_filters_and_sorts(service: Service, params: dict[str, object], keep: object) -> None:
+def test_the_pairs_list_filters_and_sorts(service: Service, params: dict[str, Any], keep: Any) -> None:
     name = "review-pairs"
     _setup(service, name)
     with service.client(service.tokens["write"]) as client:
@@ -144,7 +145,7 @@ def test_the_pairs_list_filters_and_sorts(service: Service, params: dict[str, ob
             client.post(f"/v1/collections/{name}/labels", json={"id_a": a, "id_b": b, "label": label})
         for order, reverse in (("desc", True), ("asc", False)):
             expected = sorted(
-                ((s, a, b) for a, b, s in every if keep(s, labelled.get((a, b)))),  # type: ignore[operator]
+                ((s, a, b) for a, b, s in every if keep(s, labelled.get((a, b)))),
                 reverse=reverse,
             )
             html = client.get(f"/review/{name}/pairs", params={**params, "order": order}).text

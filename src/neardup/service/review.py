@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
@@ -18,7 +19,7 @@ from fastapi.security import HTTPAuthorizationCredentials
 
 from neardup.core.containment import containment
 from neardup.credentials import digest, new_session
-from neardup.database import Database, DocumentRow, PairRow, Review
+from neardup.database import Database, DocumentRow, PairQuery, PairRow, Review
 from neardup.service.auth import ANYONE, SESSION_COOKIE, Principal, bearer, context, from_session, from_token
 from neardup.service.diff import align
 from neardup.service.html import page as _page
@@ -324,14 +325,10 @@ def queue_page(
     db = context(request).db
     here = db.review(collection)
     key = _key(k, a, b)
-    if key is None:
-        rows = here.pair_rows("queue", labels="unlabelled", limit=1)
-    else:
-        rows = here.pair_rows(
-            "queue", labels="unlabelled", after=key, descending=go == "prev", inclusive=go == "here", limit=1
-        )
-        if not rows and go == "prev":  # before the first: the first
-            rows = here.pair_rows("queue", labels="unlabelled", limit=1)
+    first = PairQuery("queue", "unlabelled")
+    rows = here.pair_rows(replace(first, after=key, descending=go == "prev", inclusive=go == "here"), 1)
+    if not rows and key is not None and go == "prev":  # before the first: the first
+        rows = here.pair_rows(first, 1)
     left = here.queue_position(None)
     current = rows[0] if rows else None
     last = None
@@ -376,15 +373,8 @@ def pairs_list(
     and by a similarity range, a page at a time."""
     here = context(request).db.review(collection)
     key = _key(k, a, b)
-    rows = here.pair_rows(
-        "queue" if order == "queue" else "similarity",
-        labels=labels,
-        low=low,
-        high=high,
-        after=key,
-        descending=order == "desc",
-        limit=PAIRS_PER_PAGE + 1,
-    )
+    asked = PairQuery("queue" if order == "queue" else "similarity", labels, low, high, key, order == "desc")
+    rows = here.pair_rows(asked, PAIRS_PER_PAGE + 1)
     filters = {"labels": labels, "low": low, "high": high, "order": order}
     following = None
     if len(rows) > PAIRS_PER_PAGE:

@@ -231,44 +231,51 @@ def _label_clause(which: str) -> str:
     }[which]
 
 
-def pair_rows(
-    scope: Scope,
-    *,
-    order: str,
-    threshold: float,
-    labels: str = "all",
-    low: float = 0.0,
-    high: float = 1.0,
-    after: tuple[float, str, str] | None = None,
-    descending: bool = False,
-    inclusive: bool = False,
-    limit: int,
-) -> list[PairRow]:
-    """Up to ``limit`` pairs of documents with similarity in [low, high] and a label as ``labels``
-    says, ordered by ``order`` (then ids), ascending unless ``descending``, starting after the key
-    (sort key, id_a, id_b) ``after`` (at it, when ``inclusive``)."""
-    key = PAIR_ORDERS[order]
-    direction, compare = ("DESC", "<") if descending else ("ASC", ">")
-    compare += "=" if inclusive else ""
-    params: dict[str, Any] = {"c": scope.collection_id, "t": threshold, "lo": low, "hi": high, "n": limit}
-    query = (
+@dataclass(frozen=True)
+class PairQuery:
+    """Which pairs of documents a listing shows, in what order: ``order`` ("queue": distance from
+    the threshold, nearest first; "similarity"), then ids, ascending unless ``descending``; those
+    with similarity in [low, high] and a label as ``labels`` says (one of LABEL_FILTERS); starting
+    after the key (sort key, id_a, id_b) ``after``, or at it when ``inclusive``."""
+
+    order: str = "similarity"
+    labels: str = "all"
+    low: float = 0.0
+    high: float = 1.0
+    after: tuple[float, str, str] | None = None
+    descending: bool = False
+    inclusive: bool = False
+
+
+def pair_rows(scope: Scope, threshold: float, query: PairQuery, limit: int) -> list[PairRow]:
+    """Up to ``limit`` pairs of documents as ``query`` asks, the collection's threshold being
+    ``threshold``."""
+    key = PAIR_ORDERS[query.order]
+    direction, compare = ("DESC", "<") if query.descending else ("ASC", ">")
+    compare += "=" if query.inclusive else ""
+    params: dict[str, Any] = {
+        "c": scope.collection_id,
+        "t": threshold,
+        "lo": query.low,
+        "hi": query.high,
+        "n": limit,
+    }
+    sql = (
         f"SELECT p.id_a, p.id_b, p.similarity, p.method, l.label, {key} AS k FROM {{s}}.pair_list p "
         "LEFT JOIN {s}.labels l ON l.collection_id = p.collection_id AND l.id_a = p.id_a "
         "AND l.id_b = p.id_b WHERE p.collection_id = %(c)s AND p.similarity BETWEEN %(lo)s AND %(hi)s "
-        + _label_clause(labels)
+        + _label_clause(query.labels)
     )
-    if after is not None:
-        query += f"AND ({key}, p.id_a, p.id_b) {compare} (%(k)s, %(a)s, %(b)s) "
-        params.update(k=after[0], a=after[1], b=after[2])
-    query += f"ORDER BY k {direction}, p.id_a {direction}, p.id_b {direction} LIMIT %(n)s"
+    if query.after is not None:
+        sql += f"AND ({key}, p.id_a, p.id_b) {compare} (%(k)s, %(a)s, %(b)s) "
+        params.update(k=query.after[0], a=query.after[1], b=query.after[2])
+    sql += f"ORDER BY k {direction}, p.id_a {direction}, p.id_b {direction} LIMIT %(n)s"
     with translated("reading a page of pairs"):
-        rows = scope.conn.execute(scope.sql(query), params).fetchall()
+        rows = scope.conn.execute(scope.sql(sql), params).fetchall()
     return [PairRow(a, b, float(s), m, lab, float(k)) for a, b, s, m, lab, k in rows]
 
 
-def count_before(
-    scope: Scope, threshold: float, labels: str, key: tuple[float, str, str] | None
-) -> int:
+def count_before(scope: Scope, threshold: float, labels: str, key: tuple[float, str, str] | None) -> int:
     """How many pairs with a label as ``labels`` says come before ``key`` in the queue's order
     (None: how many there are)."""
     query = (
