@@ -68,9 +68,9 @@ def test_the_queue_is_the_unlabelled_pairs_nearest_the_threshold_first(
     assert [(r.id_a, r.id_b) for r in queue] == [(a, b) for _, a, b in brute]
     assert all(r.label is None for r in queue)
     # Its position and what is left, counted as the brute force counts them.
-    assert here.queue_position(None) == len(brute)
+    assert here.queue_counts(None) == (0, len(brute))
     for i, r in enumerate(queue):
-        assert here.queue_position((r.key, r.id_a, r.id_b)) == i
+        assert here.queue_counts((r.key, r.id_a, r.id_b)) == (i, len(brute))
     # Backwards from the end gives the same pairs in reverse; "inclusive" starts at a key.
     last = queue[-1]
     back = here.pair_rows(replace(QUEUE, after=(last.key, last.id_a, last.id_b), descending=True), 100)
@@ -81,7 +81,7 @@ def test_the_queue_is_the_unlabelled_pairs_nearest_the_threshold_first(
     # Labelling the head of the queue takes it out, and the rest keep their order.
     db.labels.put(here.name, queue[0].id_a, queue[0].id_b, "duplicate", "", None, "test")
     assert [(r.id_a, r.id_b) for r in _walk(here, QUEUE)] == [(r.id_a, r.id_b) for r in queue[1:]]
-    assert here.queue_position(None) == len(brute) - 1
+    assert here.queue_counts(None) == (0, len(brute) - 1)
 
 
 def test_the_pairs_list_filters_and_orders_as_brute_force_does(review: tuple[Database, Review]) -> None:

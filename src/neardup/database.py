@@ -291,11 +291,11 @@ class Review:
         with self._scope() as scope:
             return pages.pair_rows(scope, self.threshold, query, limit)
 
-    def queue_position(self, key: tuple[float, str, str] | None) -> int:
-        """How many unlabelled pairs come before ``key`` in the review queue (None: how many
-        unlabelled pairs there are)."""
+    def queue_counts(self, key: tuple[float, str, str] | None) -> tuple[int, int]:
+        """How many unlabelled pairs come before ``key`` in the review queue (0 for None), and how
+        many unlabelled pairs there are."""
         with self._scope() as scope:
-            return pages.count_before(scope, self.threshold, "unlabelled", key)
+            return pages.queue_counts(scope, self.threshold, key)
 
     def counts(self) -> dict[str, int]:
         """documents, clusters, document_pairs (identical copies included), labelled and left

@@ -329,15 +329,15 @@ def queue_page(
     rows = here.pair_rows(replace(first, after=key, descending=go == "prev", inclusive=go == "here"), 1)
     if not rows and key is not None and go == "prev":  # before the first: the first
         rows = here.pair_rows(first, 1)
-    left = here.queue_position(None)
     current = rows[0] if rows else None
+    before, left = here.queue_counts((current.key, current.id_a, current.id_b) if current else None)
     last = None
     if last_a is not None and last_b is not None and "\x00" not in last_a + last_b:
         last = db.labels.get(here.name, last_a, last_b)
     values: dict[str, Any] = {"current": current, "left": left, "last": last, "position": 0}
     values["threshold"] = here.threshold
     if current is not None:
-        values["position"] = here.queue_position((current.key, current.id_a, current.id_b)) + 1
+        values["position"] = before + 1
         values["previous_url"] = _queue_url(here.name, current, "prev")
         values["next_url"] = _queue_url(here.name, current, "next")
         values["after_label_url"] = _queue_url(

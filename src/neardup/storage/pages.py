@@ -275,21 +275,23 @@ def pair_rows(scope: Scope, threshold: float, query: PairQuery, limit: int) -> l
     return [PairRow(a, b, float(s), m, lab, float(k)) for a, b, s, m, lab, k in rows]
 
 
-def count_before(scope: Scope, threshold: float, labels: str, key: tuple[float, str, str] | None) -> int:
-    """How many pairs with a label as ``labels`` says come before ``key`` in the queue's order
-    (None: how many there are)."""
-    query = (
-        "SELECT count(*) FROM {s}.pair_list p LEFT JOIN {s}.labels l ON l.collection_id = "
-        "p.collection_id AND l.id_a = p.id_a AND l.id_b = p.id_b WHERE p.collection_id = %(c)s "
-        + _label_clause(labels)
-    )
+def queue_counts(scope: Scope, threshold: float, key: tuple[float, str, str] | None) -> tuple[int, int]:
+    """Of the unlabelled pairs of documents: how many come before ``key`` in the queue's order
+    (distance from ``threshold``, then ids; 0 when ``key`` is None), and how many there are; in
+    one pass over the pairs."""
+    before = "false"
     params: dict[str, Any] = {"c": scope.collection_id, "t": threshold}
     if key is not None:
-        query += f"AND ({PAIR_ORDERS['queue']}, p.id_a, p.id_b) < (%(k)s, %(a)s, %(b)s)"
+        before = f"({PAIR_ORDERS['queue']}, p.id_a, p.id_b) < (%(k)s, %(a)s, %(b)s)"
         params.update(k=key[0], a=key[1], b=key[2])
+    query = (
+        f"SELECT count(*) FILTER (WHERE {before}), count(*) FROM {{s}}.pair_list p "
+        "LEFT JOIN {s}.labels l ON l.collection_id = p.collection_id AND l.id_a = p.id_a "
+        "AND l.id_b = p.id_b WHERE p.collection_id = %(c)s " + _label_clause("unlabelled")
+    )
     with translated("counting the review queue"):
         row = scope.conn.execute(scope.sql(query), params).fetchone()
-    return int(row[0]) if row else 0
+    return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
 def review_counts(scope: Scope) -> dict[str, int]:
