@@ -43,6 +43,7 @@ from neardup.core import (
     optimal_params,
     shingle_batch,
 )
+from neardup.core.distinct import distinct
 
 NUM_PERM = 128
 K = 5
@@ -272,7 +273,7 @@ def candidate_pairs(keys: np.ndarray) -> tuple[int, np.ndarray]:
             members = np.sort(order[start : start + size]).astype(np.int64)
             i, j = np.triu_indices(size, 1)
             found.append(members[i] * 2**32 + members[j])
-    return rows, np.unique(np.concatenate(found)) if found else np.empty(0, dtype=np.int64)
+    return rows, distinct(np.concatenate(found)) if found else np.empty(0, dtype=np.int64)
 
 
 def banding_table(ids: list[str], texts: list[str], truth: list[TruthRow]) -> list[str]:

@@ -57,6 +57,7 @@ from _common import (
     warm_up,
 )
 from neardup.core import normalize
+from neardup.core.distinct import distinct
 from neardup.index import Index
 from neardup.plot import plot_evaluation
 
@@ -129,7 +130,7 @@ def read_truth(path: Path, position: dict[str, int]) -> Truth:
 
 def score(method: str, banding: str, t: float, reported: Keys, truth: Truth) -> Score:
     """Precision, recall and F1 at t, and recall per Jaccard band, of distinct reported pair keys."""
-    reported = np.unique(reported)
+    reported = distinct(reported)
     pos = np.searchsorted(truth.keys, reported)
     listed = pos < truth.keys.size
     listed[listed] = truth.keys[pos[listed]] == reported[listed]
@@ -176,9 +177,9 @@ def content_recall(
     lo, hi = truth.keys // n, truth.keys % n
     keep = (truth.jaccard >= t) & (content[lo] != content[hi])
     a, b = content[lo[keep]], content[hi[keep]]
-    true_pairs = np.unique(np.minimum(a, b) * n + np.maximum(a, b))
+    true_pairs = distinct(np.minimum(a, b) * n + np.maximum(a, b))
     fa, fb = content[found // n], content[found % n]
-    got = np.unique(np.minimum(fa, fb) * n + np.maximum(fa, fb))
+    got = distinct(np.minimum(fa, fb) * n + np.maximum(fa, fb))
     return float(np.isin(true_pairs, got).mean()), int(true_pairs.size)
 
 
@@ -231,7 +232,7 @@ def datasketch_candidates(minhashes: Sequence[Any], t: float) -> tuple[Keys, str
         for i, m in enumerate(minhashes):
             others = np.fromiter(lsh.query(m), dtype=np.int64)
             chunks.append(i * n + others[others > i])
-        return np.unique(np.concatenate(chunks))
+        return distinct(np.concatenate(chunks))
 
     insert_s, _ = timed(insert)
     query_s, keys = timed(candidates)

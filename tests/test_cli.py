@@ -60,7 +60,10 @@ def test_init_add_pairs_clusters_in_every_format(cli: Run, tmp_path: Path) -> No
     grouped: dict[int, list[str]] = {}
     for r in rows:
         grouped.setdefault(r["cluster"], []).append(r["id"])
-        assert r["representative"] == (r["id"] == min(grouped[r["cluster"]]))
+    # The representative is the earliest inserted member (keep "first", the default).
+    position = {doc_id: k for k, (doc_id, _) in enumerate(docs)}
+    for r in rows:
+        assert r["representative"] == (r["id"] == min(grouped[r["cluster"]], key=position.__getitem__))
     assert sorted(grouped.values()) == components(set(truth))
 
 
@@ -101,7 +104,9 @@ def test_dedup_keeps_one_per_cluster_and_every_loner(cli: Run, tmp_path: Path) -
     clusters = components(set(brute_force_pairs(docs, Params(bands=64, rows=2), 0.5)))
     clustered = {i for c in clusters for i in c}
     kept_ids = [r["id"] for r in kept]
-    assert sorted(kept_ids) == sorted([c[0] for c in clusters] + [i for i, _ in docs if i not in clustered])
+    first = {doc_id: k for k, (doc_id, _) in enumerate(docs)}  # keep "first": the earliest inserted
+    representatives = [min(c, key=first.__getitem__) for c in clusters]
+    assert sorted(kept_ids) == sorted(representatives + [i for i, _ in docs if i not in clustered])
     assert all(
         r["n"] == next(k for k, (i, _) in enumerate(docs) if i == r["id"]) for r in kept
     )  # fields kept
@@ -678,3 +683,36 @@ def test_init_takes_every_creation_parameter_with_the_library_default() -> None:
     rebuild = vars(build_parser().parse_args(["rebuild"]))
     assert {p.name for p in CREATE_PARAMETERS if p.rebuild} <= set(rebuild)
     assert not {p.name for p in CREATE_PARAMETERS if not p.rebuild} & set(rebuild)
+
+
+def test_labels_advise_eval_and_dedup_of_unstored_records(cli: Run, tmp_path: Path) -> None:
+    from neardup.database import Database
+
+    base = "the storm cut power to forty thousand homes across the northern valley on tuesday night"
+    docs = [(f"s{i}", base + " more" * i) for i in range(6)]
+    source = _jsonl(tmp_path / "docs.jsonl", docs)
+    assert cli("init", "--threshold", "0.5")[0] == 0
+    assert cli("add", str(source))[0] == 0
+    pairs = [json.loads(line) for line in cli("pairs", "--format", "jsonl")[1].splitlines()]
+    with Database(cli.database_url, cli.schema) as db:
+        for p in pairs:
+            db.labels.put(cli.collection, p["id_a"], p["id_b"], "duplicate")
+    status, out, err = cli("labels", "--advise", "--target", "0.75", "--format", "jsonl")
+    assert status == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert sum(r["labels"] for r in rows) == len(pairs)
+    assert all(r["precision"] == 1.0 and r["interval_high"] == 1.0 for r in rows)
+    # 15 of 15 labelled duplicate: Wilson's low end is 0.796, which meets 0.75 at the threshold.
+    assert "lowest threshold with labelled precision >= 0.75: 0.5 (precision 1.000" in err
+    assert f"from {len(pairs)} of {len(pairs)} labels" in err
+    assert cli("labels", "--advise", "--target", "0")[0] == 2
+    status, _, err = cli("eval", "--sample", "6")
+    assert status == 0, err
+    assert "threshold by labels: no threshold reaches labelled precision 0.95" in err
+    # dedup of a file whose records are not stored: kept, and a warning says how many.
+    other = _jsonl(tmp_path / "new.jsonl", [("n1", base), ("n2", base + " more"), ("s0", base)])
+    status, _, err = cli("dedup", str(other), "--out", str(tmp_path / "out.jsonl"))
+    assert status == 0, err
+    assert "kept 3, dropped 0" in err
+    assert "warning: 2 of 3 input records are not in collection" in err
+    assert "--against-index" in err

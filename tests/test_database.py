@@ -224,3 +224,36 @@ def test_tokens_and_sessions(database_url: str, fresh_schema: str) -> None:
             db.tokens.create("superuser")
         with pytest.raises(ParamsError):
             db.tokens.create("read", "bad/name")
+
+
+def test_label_advice_against_brute_force(db: Database) -> None:
+    from neardup.core.intervals import wilson
+
+    name = "db-advice"
+    db.drop(name)
+    words = (TEXT + " and the lights came back on wednesday morning after long repairs").split()
+    # Copies of one story with 0 to 15 words changed: pairs over a range of similarities.
+    docs = [
+        (f"s{n:02d}", " ".join(w if i % 16 >= n else f"x{i}{n}" for i, w in enumerate(words)))
+        for n in range(16)
+    ]
+    with db.create(name, 0.3) as index:
+        index.add(docs)
+        pairs = list(index.pairs())
+    for a, b, sim in pairs:
+        db.labels.put(name, a, b, "duplicate" if sim >= 0.6 or (a, b) == ("s00", "s01") else "not_duplicate")
+    for target in (0.8, 0.9, 0.99):
+        got = db.labels.advise(name, target)
+        expected = None
+        for t in [0.3, *(round(0.05 * i, 10) for i in range(7, 20))]:
+            above = [sim >= 0.6 or (a, b) == ("s00", "s01") for a, b, sim in pairs if sim >= t - 1e-9]
+            if above and wilson(sum(above), len(above))[0] >= target:
+                expected = (t, len(above), sum(above))
+                break
+        assert (got.threshold, got.labels, got.duplicates) == (expected or (None, 0, 0))
+        assert got.total == len(pairs)
+    with pytest.raises(ParamsError):
+        db.labels.advise(name, 1.5)
+    with pytest.raises(CollectionNotFoundError):
+        db.labels.advise("no-such-collection")
+    db.drop(name)

@@ -39,6 +39,33 @@ PARAM_DEFAULTS: dict[str, Any] = {
 }
 
 
+# Which document of a cluster is kept (its representative): the earliest inserted, the longest
+# text, the smallest id, or by a metadata field (``meta:FIELD``, ``meta:FIELD:desc``).
+KEEP_POLICIES = ("first", "longest", "id", "meta:FIELD", "meta:FIELD:desc")
+DEFAULT_KEEP = "first"
+KEEP_PATTERN = r"^(first|longest|id|meta:[^:]{1,100}(:asc|:desc)?)$"
+
+
+def check_keep(keep: object) -> str:
+    """The representative policy ``keep`` in its stored form (``meta:FIELD:asc`` as ``meta:FIELD``),
+    or ParamsError naming the allowed ones."""
+    if isinstance(keep, str):
+        if keep in ("first", "longest", "id"):
+            return keep
+        parts = keep.split(":")
+        if (
+            parts[0] == "meta"
+            and len(parts) in (2, 3)
+            and 1 <= len(parts[1]) <= 100
+            and (len(parts) == 2 or parts[2] in ("asc", "desc"))
+        ):
+            return keep.removesuffix(":asc")
+    raise ParamsError(
+        f"keep must be one of {', '.join(KEEP_POLICIES)} (FIELD: 1 to 100 characters, no colon), "
+        f"got {keep!r:.120}"
+    )
+
+
 @dataclass(frozen=True)
 class Parameter:
     """One parameter of a new collection, as ``Index.create``, ``neardup init`` and the service's
@@ -58,6 +85,8 @@ class Parameter:
     """Whether None is a value; ``unset`` says what it means."""
     unset: str = ""
     rebuild: bool = True
+    pattern: str = ""
+    """A regular expression a text value must match (checked again by the library)."""
 
     def range_text(self) -> str:
         """The allowed values in words: ``(0, 1]``, ``at least 1``, ``char, word`` or ``""``."""
@@ -107,6 +136,15 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         True,
         "keep the texts (exact verification, eval and re-sketching rebuilds need them)",
         rebuild=False,
+    ),
+    Parameter(
+        "keep",
+        str,
+        DEFAULT_KEEP,
+        "which document of a cluster is kept (its representative): first (the earliest inserted), "
+        "longest, id (the smallest), meta:FIELD or meta:FIELD:desc (by a metadata field's value); "
+        "changing it re-sketches nothing",
+        pattern=KEEP_PATTERN,
     ),
     Parameter(
         "distributed",
@@ -222,12 +260,15 @@ def _params(threshold: float, bands: int | None, rows: int | None, fields: dict[
 
 __all__ = [
     "CREATE_PARAMETERS",
+    "DEFAULT_KEEP",
     "DEFAULT_THRESHOLD",
     "FN_WEIGHT",
     "FP_WEIGHT",
+    "KEEP_POLICIES",
     "PARAMETERS",
     "PARAM_DEFAULTS",
     "PARAM_FIELDS",
     "IndexConfig",
     "Parameter",
+    "check_keep",
 ]

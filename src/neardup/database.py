@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from neardup.config import DEFAULT_THRESHOLD
+from neardup.core.advice import DEFAULT_TARGET, Advice, advise
 from neardup.core.params import Params
 from neardup.credentials import ACCESS_LEVELS, digest, new_secret, shown_prefix
 from neardup.errors import CollectionNotFoundError, ParamsError
@@ -425,6 +426,19 @@ class Labels:
         self._db.require_current()
         with self._db._scope() as scope:
             return labels.export(scope, collection)
+
+    def advise(self, collection: str, target: float = DEFAULT_TARGET) -> Advice:
+        """Labelled precision per similarity bin, with Wilson intervals, and the lowest threshold
+        (the collection's, or a bin edge above it) whose labelled pairs meet ``target`` with 95%
+        confidence, with the labels it rests on (approximate: the labels are a sample)."""
+        with self._db._scope() as scope, translated(f"reading collection {collection!r}"):
+            row = self._db._row(scope, collection)
+            here = scope.with_collection(row.collection_id, row.distributed)
+            sims, duplicate = labels.labelled_similarities(here)
+        try:
+            return advise(sims, duplicate, target, row.threshold)
+        except ValueError as exc:
+            raise ParamsError(str(exc)) from None
 
     def verdicts(self, collection: str) -> tuple[int, int]:
         """Of the collection's stored pairs that people labelled: how many were labelled duplicate,

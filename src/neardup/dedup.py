@@ -1,10 +1,12 @@
-"""Screening new records against a collection before they are stored: which of them duplicate a
-stored document or an earlier record of the same input (``neardup dedup --against-index``)."""
+"""Deduplicating a file with a collection: keeping each cluster's representative among records that
+are stored (``neardup dedup``), or screening new records before they are stored, dropping those
+that duplicate a stored document or an earlier record of the same input (``--against-index``)."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from neardup.core.stream_dedup import StreamDeduplicator
 from neardup.errors import InputError
@@ -40,3 +42,30 @@ def new_only(
             yield from batch
 
     return batches(), duplicates
+
+
+@dataclass
+class Unstored:
+    """How many records read so far name no stored document (``representatives_only``)."""
+
+    count: int = 0
+
+
+def representatives_only(
+    index: Index, records: Iterable[SourceRecord], batch_size: int = CHECK_BATCH_SIZE
+) -> tuple[Iterator[SourceRecord], set[str], Unstored]:
+    """The records, read lazily; the ids to drop (every clustered document but its cluster's
+    representative, as the collection's ``keep`` policy chooses it); and the count of records
+    whose id names no stored document, which this cannot judge (complete once the records are
+    read). Ids are looked up ``batch_size`` at a time."""
+    drop = {doc_id for c in index.clusters() for doc_id in c if doc_id != c.representative}
+    unstored = Unstored()
+
+    def batches() -> Iterator[SourceRecord]:
+        iterator = iter(records)
+        while batch := list(itertools.islice(iterator, batch_size)):
+            known = index.stored(r.id for r in batch)
+            unstored.count += sum(r.id not in known for r in batch)
+            yield from batch
+
+    return batches(), drop, unstored

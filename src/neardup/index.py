@@ -14,15 +14,17 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from neardup.config import DEFAULT_THRESHOLD, IndexConfig
+from neardup.config import DEFAULT_KEEP, DEFAULT_THRESHOLD, IndexConfig, check_keep
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import Params
 from neardup.core.shingle import ShingleKind
 from neardup.errors import (
     CollectionExistsError,
+    CollectionNotFoundError,
     NeardupError,
     ParamsError,
+    ParamsMismatchError,
     UnicodeVersionWarning,
 )
 from neardup.evaluation import Evaluation
@@ -33,6 +35,7 @@ from neardup.measure import evaluate
 from neardup.records import Record, to_document
 from neardup.search import CheckResult, check_all, fraction, similar
 from neardup.storage import catalog, citus, listings, migrate, statistics
+from neardup.storage import documents as document_rows
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
 from neardup.storage.scope import Scope
@@ -43,13 +46,20 @@ CHECK_BATCH_SIZE = 10_000
 
 @dataclass(frozen=True)
 class Stats:
-    """Counts, sizes and parameters of a collection."""
+    """Counts, sizes and parameters of a collection.
+
+    ``contents`` are the distinct (normalised) texts; ``pairs`` the stored near-duplicate pairs of
+    distinct texts (what ``AddResult.new_pairs`` counts); ``identical_pairs`` the pairs of
+    documents with one text; ``document_pairs`` the pairs of documents ``pairs()`` lists: each
+    stored pair once for every two documents of its texts, plus the identical pairs; ``clusters``
+    those of two or more documents, as ``clusters()`` lists them."""
 
     name: str
     documents: int
     contents: int
     pairs: int
     identical_pairs: int
+    document_pairs: int
     clusters: int
     bucket_rows: int
     bytes_on_disk: int
@@ -63,11 +73,24 @@ class Stats:
     """Bytes on disk of each table's partition: (rows with their TOAST, indexes)."""
 
 
+class Cluster(list[str]):
+    """One cluster of two or more documents: its ids, sorted (it is a list of them), with its
+    ``id``, which lasts across writes (README, "Cluster ids"), and its ``representative``, the
+    document kept under the collection's ``keep`` policy."""
+
+    def __init__(self, ids: Iterable[str], cluster_id: int, representative: str) -> None:
+        super().__init__(ids)
+        self.id, self.representative = cluster_id, representative
+
+    def __repr__(self) -> str:
+        return f"Cluster(id={self.id}, representative={self.representative!r}, ids={list(self)!r})"
+
+
 def _insert_or_reuse(
-    scope: Scope, name: str, config: IndexConfig, distributed: bool, exist_ok: bool
+    scope: Scope, name: str, config: IndexConfig, distributed: bool, exist_ok: bool, keep: str
 ) -> catalog.CollectionRow:
     """The row of a new collection ``name``, or with ``exist_ok`` of the existing one if its
-    parameters are ``config``'s."""
+    parameters (and representative policy) are these."""
     catalog.lock_name(scope, name)
     row = catalog.get(scope, name)
     if row is None:
@@ -79,12 +102,15 @@ def _insert_or_reuse(
             config.store_text,
             unicodedata.unidata_version,
             distributed,
+            keep,
         )
     if not exist_ok:
         raise CollectionExistsError(
             f"collection {name!r} exists already; open it, or pass exist_ok=True to reuse it"
         )
     config_of(row).require_same(config)
+    if row.keep != keep:
+        raise ParamsMismatchError(f"parameters differ (stored != requested): keep: {row.keep!r} != {keep!r}")
     return row
 
 
@@ -127,6 +153,16 @@ class Index:
         return self.config.threshold
 
     @property
+    def keep(self) -> str:
+        """Which document of a cluster is its representative (``first``, ``longest``, ``id``,
+        ``meta:FIELD`` or ``meta:FIELD:desc``), as stored now (another process may change it)."""
+        with translated(f"reading what {self.name!r} keeps"), transaction(self._conn):
+            row = catalog.get(self._scope, self.name)
+        if row is None:
+            raise CollectionNotFoundError(f"collection {self.name!r} was dropped")
+        return row.keep
+
+    @property
     def distributed(self) -> bool:
         """Whether the collection's tables are Citus tables (docs/distributed.md)."""
         return self._scope.distributed
@@ -156,6 +192,7 @@ class Index:
         case: CaseMode = "fold",
         collapse_whitespace: bool = True,
         store_text: bool = True,
+        keep: str = DEFAULT_KEEP,
         schema: str = DEFAULT_SCHEMA,
         exist_ok: bool = False,
         distributed: bool | None = None,
@@ -194,7 +231,7 @@ class Index:
             with translated(f"preparing schema {schema!r} for collection {name!r}"), transaction(conn):
                 distributed = citus.prepare(scope, distributed, shards, redacted(url))
             with translated(f"creating collection {name!r}"), transaction(conn):
-                row = _insert_or_reuse(scope, name, config, distributed, exist_ok)
+                row = _insert_or_reuse(scope, name, config, distributed, exist_ok, keep)
             return cls(conn, scope, row, url)
         except BaseException:
             conn.close()
@@ -295,6 +332,15 @@ class Index:
         """
         self._writer.rebuild(self.config.changed(threshold, bands=bands, rows=rows, **fields), batch_size)
 
+    def set_keep(self, keep: str) -> None:
+        """Store which document of each cluster is its representative: ``first`` (the earliest
+        inserted; no later document displaces it), ``longest`` (the longest text, or the most
+        shingles when texts are not stored), ``id`` (the smallest id, bytewise), ``meta:FIELD`` or
+        ``meta:FIELD:desc`` (the smallest or largest value of a metadata field; documents without
+        it last). Ties go to the earliest inserted. Nothing is re-sketched or recomputed: listings,
+        views, ``dedup`` and the review pages follow the stored policy."""
+        self._writer.set_keep(check_keep(keep))
+
     # -- reading -----------------------------------------------------------------------------
 
     def query(
@@ -336,6 +382,11 @@ class Index:
                 self._writer.second_scope,
             )
 
+    def stored(self, ids: Iterable[str]) -> set[str]:
+        """Those of ``ids`` that name stored documents."""
+        with translated(f"looking up ids in {self.name!r}"), transaction(self._conn):
+            return document_rows.stored_ids(self._scope, list(ids))
+
     def pairs(self, min_jaccard: float | None = None) -> Iterator[tuple[str, str, float]]:
         """Every stored near-duplicate pair (id_a < id_b, similarity), copies of one text included.
 
@@ -348,13 +399,18 @@ class Index:
             self._url, self.schema, self._scope.collection_id, floor, f"listing pairs of {self.name!r}"
         )
 
-    def clusters(self) -> Iterator[list[str]]:
-        """Connected components of the pairs, two or more ids each, sorted; the first id is the
-        cluster's representative. Read like ``pairs``, on a connection of its own."""
+    def clusters(self) -> Iterator[Cluster]:
+        """Connected components of the pairs (copies of one text included), two or more ids each:
+        each a ``Cluster``, its ids sorted, with its lasting ``id`` and its ``representative``
+        (the ``keep`` policy's choice); clusters in the order of their smallest id. Read like
+        ``pairs``, on a connection of its own."""
         rows = listings.clusters(
             self._url, self.schema, self._scope.collection_id, f"listing clusters of {self.name!r}"
         )
-        return ([r[1] for r in group] for _, group in itertools.groupby(rows, key=lambda r: r[0]))
+        for cluster_id, group in itertools.groupby(rows, key=lambda r: r[0]):
+            members = list(group)
+            kept = next(r[1] for r in members if r[2])
+            yield Cluster((r[1] for r in members), int(cluster_id), kept)
 
     def stats(self, largest: int = 5) -> Stats:
         """Counts of documents, contents, pairs and clusters, size on disk and the fullest buckets."""
@@ -365,6 +421,7 @@ class Index:
             return Stats(
                 name=self.name,
                 **counts,
+                document_pairs=statistics.document_pairs(scope),
                 bucket_rows=statistics.bucket_rows(scope),
                 bytes_on_disk=sum(rows + indexes for rows, indexes in sizes.values()),
                 largest_buckets=statistics.largest_buckets(scope, largest),
@@ -395,6 +452,7 @@ class Index:
 __all__ = [
     "AddResult",
     "CheckResult",
+    "Cluster",
     "Evaluation",
     "Index",
     "NeardupError",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.config import IndexConfig
+from neardup.core.distinct import distinct
 from neardup.core.exact_join import JoinPairs, SetJoin, distinct_pairs
 from neardup.core.sketch import Sketcher
 from neardup.errors import ParamsError, SchemaError, TextNotStoredError
@@ -56,7 +57,7 @@ def evaluate(
             found.append((ids[i], chosen[j], jaccard))
         a, b, jaccard = distinct_pairs(found)
         stored_a, stored_b = verified_pairs.touching(scope, chosen.tolist())
-        ends = np.unique(np.concatenate([a, b]))
+        ends = distinct(np.concatenate([a, b]))
         ids, sigs = contents.signatures(scope, ends.tolist(), config.params.num_perm)
         if ids.size != ends.size:
             raise SchemaError(f"{ends.size - ids.size} stored contents have no signature")

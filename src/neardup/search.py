@@ -15,6 +15,7 @@ import numpy as np
 
 from neardup.config import IndexConfig
 from neardup.core.candidates import bucket_matches
+from neardup.core.distinct import distinct
 from neardup.core.lsh import distinct_keys
 from neardup.core.minhash import empty_rows
 from neardup.core.sketch import Sketch, Sketcher
@@ -146,7 +147,7 @@ def check(
         row, content = bucket_matches(keys, *stored) if bearing.size else (np.empty(0, np.int64),) * 2
         sim = verify_matches(scope, config, sketcher, sketch, bearing[row], content, floor, helper)
         ok = np.flatnonzero(sim >= floor)
-        names = documents.external_ids(scope, np.unique(content[ok]).tolist())
+        names = documents.external_ids(scope, distinct(content[ok]).tolist())
     for i in ok.tolist():
         position = int(bearing[row[i]])
         found.setdefault(position, []).extend((name, float(sim[i])) for name in names[int(content[i])])

@@ -26,12 +26,13 @@ NON_DEFAULT: dict[str, Any] = {
     "case": "lower",
     "collapse_whitespace": False,
     "store_text": False,
+    "keep": "meta:published:desc",
 }
 
 
-def _stored(url: str, schema: str, name: str) -> tuple[float, bool, dict[str, Any]]:
+def _stored(url: str, schema: str, name: str) -> tuple[float, bool, dict[str, Any], str]:
     with Index.open(url, name, schema=schema) as index:
-        return index.threshold, index.store_text, index.params.to_dict()
+        return index.threshold, index.store_text, index.params.to_dict(), index.keep
 
 
 @pytest.mark.parametrize("field", [*NON_DEFAULT, "all"])
@@ -55,9 +56,9 @@ def test_http_create_stores_what_index_create_stores(
         answered = r.json()
         admin.delete(f"/v1/collections/{name}-lib")
     with Index.create(database_url, f"{name}-lib", schema=schema, **params) as index:
-        expected = (index.threshold, index.store_text, index.params.to_dict())
+        expected = (index.threshold, index.store_text, index.params.to_dict(), index.keep)
     assert _stored(database_url, schema, name) == expected
-    assert (answered["threshold"], answered["store_text"], answered["params"]) == expected
+    assert (answered["threshold"], answered["store_text"], answered["params"], answered["keep"]) == expected
     with service.client(service.tokens["admin"]) as admin:
         assert admin.delete(f"/v1/collections/{name}").status_code == 204
         assert admin.delete(f"/v1/collections/{name}-lib").status_code == 204
@@ -79,6 +80,7 @@ def test_http_create_stores_what_index_create_stores(
         ("case", "upper"),
         ("collapse_whitespace", "sometimes"),
         ("store_text", "perhaps"),
+        ("keep", "newest"),
         ("distributed", "yes please"),
         ("shards", 0),
         ("name", "bad name!"),

@@ -100,3 +100,19 @@ def test_search_by_id_and_text_escape_everything(service: Service) -> None:
         # A read token cannot label, even with the header.
         label = {"a": "<b>x</b>", "b": "y&z", "label": "duplicate"}
         assert reader.post(f"/review/{name}/label", data=label).status_code == 403
+
+
+def test_the_home_page_shows_what_the_labels_say(service: Service) -> None:
+    name = "review-advice"
+    _setup(service, name)
+    with service.client(service.tokens["write"]) as writer:
+        label = {"id_a": "<b>x</b>", "id_b": "y&z", "label": "duplicate"}
+        assert writer.post(f"/v1/collections/{name}/labels", json=label).status_code == 204
+    with service.client(service.tokens["read"]) as reader:
+        home = reader.get("/review/")
+        assert home.status_code == 200
+        block = home.text[home.text.index('id="label-advice"') :]
+        mine = block[block.index(f'data-collection="{name}"') :]
+        # One label cannot show precision 0.95 with confidence: the page says so, and its bin.
+        assert "no threshold reaches labelled precision 0.95" in mine.split("</div>")[0]
+        assert "<td>1</td><td>1</td><td>1.000</td><td>[0.207, 1.000]</td>" in mine.split("</div>")[0]

@@ -282,6 +282,28 @@ def test_0008_stores_signatures_as_bytes_and_downgrades_to_the_same_integers(
         assert [m[0] for m in index.query(docs[0][1])] == ["a", "b"]
 
 
+def test_0009_keeps_existing_clusters_and_their_smallest_id_representative(
+    database_url: str, fresh_schema: str
+) -> None:
+    with Index.create(database_url, "old", 0.5, schema=fresh_schema) as index:
+        base = "a story about the storm that cut power to forty thousand homes last night"
+        index.add([("z", base), ("m", base + " again"), ("q", "nothing alike at all, words apart")])
+    query = f'SELECT cluster, id, representative FROM "{fresh_schema}".cluster_list ORDER BY id'
+    migrate.downgrade(database_url, fresh_schema, "0008")
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        before = conn.execute(query).fetchall()
+    assert [(i, r) for _, i, r in before] == [("m", True), ("z", False)]  # the smallest id, as 0008 had it
+    migrate.upgrade(database_url, fresh_schema)
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        assert conn.execute(query).fetchall() == before  # the same clusters, ids and representatives
+    with Index.open(database_url, "old", schema=fresh_schema) as index:
+        assert index.keep == "id"  # existing collections keep what they showed
+        (cluster,) = index.clusters()
+        assert (cluster.id, cluster.representative) == (before[0][0], "m")
+    with Index.create(database_url, "new", schema=fresh_schema) as index:
+        assert index.keep == "first"
+
+
 def test_the_head_known_without_alembic_is_alembics_head() -> None:
     assert migrate.head_revision() == migrate.HEAD_REVISION
 
@@ -289,18 +311,18 @@ def test_the_head_known_without_alembic_is_alembics_head() -> None:
 def test_a_schema_behind_or_ahead_is_refused_without_and_with_alembic(
     database_url: str, fresh_schema: str
 ) -> None:
-    migrate.upgrade(database_url, fresh_schema, "0007")
+    migrate.upgrade(database_url, fresh_schema, "0008")
     with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
-        with pytest.raises(SchemaError, match="at revision 0007, this neardup needs 0008"):
+        with pytest.raises(SchemaError, match="at revision 0008, this neardup needs 0009"):
             migrate.require_head(conn, fresh_schema)
         conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0099",))
         with pytest.raises(SchemaError, match="at revision 0099"):
             migrate.require_head(conn, fresh_schema)
-        conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0008",))
+        conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0009",))
         migrate.require_head(conn, fresh_schema)
-    assert not migrate.is_head("0007")
+    assert not migrate.is_head("0008")
     assert not migrate.is_head(None)
-    assert migrate.is_head("0008")
+    assert migrate.is_head("0009")
 
 
 def test_opening_an_index_at_the_head_imports_no_alembic(database_url: str, fresh_schema: str) -> None:

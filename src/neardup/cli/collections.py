@@ -22,7 +22,12 @@ def _emit_params(fmt: str, index: Index) -> None:
     emit(
         fmt,
         ["parameter", "value"],
-        [*index.params.to_dict().items(), ("threshold", index.threshold), ("store_text", index.store_text)],
+        [
+            *index.params.to_dict().items(),
+            ("threshold", index.threshold),
+            ("store_text", index.store_text),
+            ("keep", index.keep),
+        ],
     )
 
 
@@ -71,7 +76,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     Only the options given change. A new threshold, bands or rows re-band the stored signatures
     without reading any text; any other change re-sketches every stored text (the collection
     must store its texts). Bands and rows are re-tuned for the threshold unless both are given.
-    One transaction: on an error nothing changes.
+    --keep changes which document each cluster keeps (stored first, on its own, recomputing
+    nothing): `neardup rebuild --keep meta:date`. The rest is one transaction: on an error
+    nothing changes. Clusters keep their ids where they stay whole.
 
     Example: neardup rebuild --threshold 0.9 --k 7
     """
@@ -80,10 +87,18 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     changed = {name: value for name in PARAM_FIELDS if (value := getattr(args, name)) is not None}
     with ExitStack() as stack:
         index = open_index(args, stack)
-        before = (index.params, index.threshold)
+        before = (index.params, index.threshold, index.keep)
         start = time.monotonic()
-        index.rebuild(args.threshold, bands=args.bands, rows=args.rows, batch_size=args.batch_size, **changed)
-        differences = before[0].differences(index.params)
+        differences = []
+        if args.keep is not None:
+            index.set_keep(args.keep)
+            if before[2] != index.keep:
+                differences.append(f"keep: {before[2]!r} != {index.keep!r}")
+        if args.keep is None or changed or args.threshold is not None or args.bands or args.rows:
+            index.rebuild(
+                args.threshold, bands=args.bands, rows=args.rows, batch_size=args.batch_size, **changed
+            )
+        differences[:0] = before[0].differences(index.params)
         if before[1] != index.threshold:
             differences.insert(0, f"threshold: {before[1]!r} != {index.threshold!r}")
         what = "; ".join(d.replace(" != ", " -> ") for d in differences) or "no parameter changed"

@@ -47,10 +47,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """Measure recall and precision against exact truth on a sample (needs stored texts).
 
     Each sampled content is compared exactly with every stored one. Recall at the threshold, with
-    its 95% interval, and precision go to standard error. Standard output has one row per
-    similarity bin: the sampled pairs, how many of them are LSH candidates and how many are
-    stored, the empirical and theoretical (S-curve) candidate probability with its standard
-    error, and the stored pairs of the whole collection; --format json gives it all as one object.
+    its 95% interval, and precision go to standard error, with what people's labels say: their
+    precision and the lowest threshold they support (as `labels --advise` reports it). Standard
+    output has one row per similarity bin: the sampled pairs, how many of them are LSH
+    candidates and how many are stored, the empirical and theoretical (S-curve) candidate
+    probability with its standard error, and the stored pairs of the whole collection; --format
+    json gives it all as one object.
 
     Example: neardup eval --sample 2000 --seed 7 --plot report.png
     """
@@ -64,6 +66,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         index = stack.enter_context(db.open(args.collection))
         ev = index.evaluate(args.sample, seed=args.seed, floor=args.floor)
         duplicates, not_duplicates = db.labels.verdicts(args.collection)
+        advice = db.labels.advise(args.collection)
     print(str(ev), file=sys.stderr)
     labelled = duplicates + not_duplicates
     if labelled:
@@ -72,6 +75,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "pairs are duplicates)",
             file=sys.stderr,
         )
+        print(f"threshold by labels: {advice.summary()}", file=sys.stderr)
     if args.plot:
         from neardup.plot import plot_evaluation
 
@@ -79,7 +83,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
             plot_evaluation(ev, Path(args.plot))
         print(f"report written to {args.plot}", file=sys.stderr)
     if args.format == "json":
-        json.dump({**ev.to_dict(), "labelled_pairs": labelled, "labelled_duplicates": duplicates}, sys.stdout)
+        json.dump(
+            {
+                **ev.to_dict(),
+                "labelled_pairs": labelled,
+                "labelled_duplicates": duplicates,
+                "label_advice": advice.to_dict(),
+            },
+            sys.stdout,
+        )
         sys.stdout.write("\n")
         return 0
 

@@ -72,6 +72,9 @@ def _add_options(p: argparse.ArgumentParser) -> None:
 def cmd_add(args: argparse.Namespace) -> int:
     """Add documents; each batch's verified pairs are stored before it commits.
 
+    "new pairs" counts the stored pairs of distinct texts the input added (as `stats` pairs counts
+    them); `stats` document_pairs is how many rows `neardup pairs` lists.
+
     Example: neardup add stories.jsonl.gz --format jsonl --id-field id --text-field body
     """
     from neardup.errors import DatabaseConnectionError
@@ -105,8 +108,8 @@ def cmd_add(args: argparse.Namespace) -> int:
             print(file=sys.stderr)
         print(
             f"added {result.added}, replaced {result.replaced}, unchanged {result.unchanged}, "
-            f"empty {result.empty}, rejected {len(rejected)}, new pairs {result.new_pairs} "
-            f"in {time.monotonic() - start:.1f} s"
+            f"empty {result.empty}, rejected {len(rejected)}, "
+            f"new pairs {result.new_pairs} (of distinct texts) in {time.monotonic() - start:.1f} s"
             + (f"; rejected records are in {args.rejects}" if rejected else ""),
             file=sys.stderr,
         )
@@ -189,6 +192,10 @@ def _dedup_options(p: argparse.ArgumentParser) -> None:
 def cmd_dedup(args: argparse.Namespace) -> int:
     """Write the input back out, keeping one record per cluster (its representative).
 
+    The records must be stored in the collection (`add` them first): a record is dropped when its
+    id is a stored document that is not its cluster's representative (as the collection's keep
+    policy chooses it). Records whose id is not stored are kept, and counted in a warning.
+
     With --against-index, keep only the records that duplicate nothing stored in the collection
     and no earlier record of the input (the input itself is not stored).
 
@@ -210,12 +217,15 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             args.text_field,
             max_text_length=args.max_text_length,
         )
+        unstored = None
         if args.against_index:
             from neardup.dedup import new_only
 
             records, drop = new_only(index, records, args.batch_size)
         else:
-            drop = {doc_id for ids in index.clusters() for doc_id in ids[1:]}
+            from neardup.dedup import representatives_only
+
+            records, drop, unstored = representatives_only(index, records, args.batch_size)
         # Written beside --out and moved over it at the end: an input that fails half-way leaves
         # no half-written output, and --out may name one of the inputs.
         with output_file(args.out, "--out", whole=True) as out:
@@ -226,6 +236,14 @@ def cmd_dedup(args: argparse.Namespace) -> int:
             else "not the representative of their cluster"
         )
         print(f"kept {kept}, dropped {removed} ({why})", file=sys.stderr)
+        if unstored is not None and unstored.count:
+            print(
+                f"warning: {unstored.count:,} of {kept + removed:,} input records are not in collection "
+                f"{index.name!r} (no stored document has their id), so they were kept unexamined; to "
+                "drop records that duplicate stored documents or each other without storing them, "
+                "use --against-index",
+                file=sys.stderr,
+            )
     return 0
 
 

@@ -41,7 +41,11 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 @command("pairs", min_jaccard)
 def cmd_pairs(args: argparse.Namespace) -> int:
-    """Every verified near-duplicate pair: id_a, id_b, jaccard.
+    """Every near-duplicate pair of documents: id_a, id_b, jaccard.
+
+    One row per pair of documents (`stats` document_pairs at the threshold): a stored pair of two
+    texts gives a row for every document of one with every document of the other, and documents
+    with the same text are pairs of their own at jaccard 1 (`stats` identical_pairs).
 
     Example: neardup pairs --min-jaccard 0.9 --format csv > pairs.csv
     """
@@ -59,15 +63,19 @@ def cmd_pairs(args: argparse.Namespace) -> int:
 def cmd_clusters(args: argparse.Namespace) -> int:
     """Clusters of near-duplicates: cluster, id, representative.
 
+    The cluster is its stored id, the one the API, the SQL views and the review pages show; it
+    lasts across writes (README, "Cluster ids"). The representative is the document the
+    collection's keep policy chooses (init --keep, rebuild --keep).
+
     Example: neardup clusters --format jsonl
     """
     with ExitStack() as stack:
         index = open_index(args, stack)
 
         def rows() -> Iterator[tuple[int, str, bool]]:
-            for n, ids in enumerate(index.clusters(), 1):
-                for i, doc_id in enumerate(ids):
-                    yield n, doc_id, i == 0
+            for cluster in index.clusters():
+                for doc_id in cluster:
+                    yield cluster.id, doc_id, doc_id == cluster.representative
 
         emit(args.format, ["cluster", "id", "representative"], rows())
     return 0
@@ -76,6 +84,12 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 @command("stats")
 def cmd_stats(args: argparse.Namespace) -> int:
     """Counts, size on disk, fullest buckets and parameters of the collection.
+
+    contents: distinct texts (copies of one text are one content). pairs: stored near-duplicate
+    pairs of distinct texts (what `add` reports as new pairs). identical_pairs: pairs of
+    documents with the same text. document_pairs: the rows `neardup pairs` lists, every pair of
+    documents whose texts are a stored pair plus the identical pairs. clusters: those of two or
+    more documents, as `neardup clusters` lists them.
 
     Example: neardup stats --format json
     """
@@ -93,6 +107,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             ("contents", s.contents),
             ("pairs", s.pairs),
             ("identical_pairs", s.identical_pairs),
+            ("document_pairs", s.document_pairs),
             ("clusters", s.clusters),
             ("bucket_rows", s.bucket_rows),
             ("bytes_on_disk", s.bytes_on_disk),

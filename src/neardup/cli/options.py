@@ -95,6 +95,7 @@ def _k(value: int) -> None:
 
 THRESHOLD = option_type(_number, _threshold, "threshold")
 MIN_JACCARD = option_type(_number, _in("min_jaccard", 0, 1), "min_jaccard")
+TARGET = option_type(_number, _in("target", 0, 1, open_low=True), "target")
 FLOOR = option_type(_number, _in("floor", 0, 1, open_low=True), "floor")
 WEIGHT = option_type(_number, _in("weight", 0, float("inf")), "weight")
 POSITIVE = option_type(_integer, _at_least(1), "positive")
@@ -102,6 +103,15 @@ PORT = option_type(_integer, _in("port", 0, 65535), "port")
 NUM_PERM = option_type(_integer, lambda n: _minhash(num_perm=n), "num_perm")
 SEED = option_type(_integer, lambda n: _minhash(seed=n), "seed")
 K = option_type(_integer, _k, "k")
+
+
+def _keep(value: str) -> None:
+    from neardup.config import check_keep
+
+    check_keep(value)
+
+
+KEEP = option_type(str, _keep, "keep")
 
 
 def library_default(function: Callable[..., Any], parameter: str) -> Any:
@@ -165,8 +175,14 @@ def plot(p: argparse.ArgumentParser, help_text: str) -> None:
 
 
 # The command line's parsing of the creation parameters whose values need more than their type.
-_TYPES: dict[str, Callable[[str], Any]] = {"threshold": THRESHOLD, "num_perm": NUM_PERM, "seed": SEED, "k": K}
-_METAVARS = {"num_perm": "N"}
+_TYPES: dict[str, Callable[[str], Any]] = {
+    "threshold": THRESHOLD,
+    "num_perm": NUM_PERM,
+    "seed": SEED,
+    "k": K,
+    "keep": KEEP,
+}
+_METAVARS = {"num_perm": "N", "keep": "POLICY"}
 
 
 def parameter_options(*, new: bool) -> dict[str, dict[str, Any]]:
@@ -200,8 +216,8 @@ def _parameter_option(param: Parameter, new: bool) -> dict[str, Any]:
         spec["choices"] = param.choices
     else:
         spec["type"] = _TYPES.get(param.name, POSITIVE)
-        allowed = param.range_text()
-        shown.insert(0, allowed if allowed.startswith("at least") else f"in {allowed}")
+        if allowed := param.range_text():
+            shown.insert(0, allowed if allowed.startswith("at least") else f"in {allowed}")
     if param.name in _METAVARS:
         spec["metavar"] = _METAVARS[param.name]
     if not new:

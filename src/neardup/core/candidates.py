@@ -6,6 +6,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core import _kernels
+from neardup.core.distinct import distinct
 from neardup.core.ragged import Ragged
 
 # Mixes the band into the bucket key so one sort groups every band at once (odd: a bijection per band).
@@ -46,7 +47,7 @@ def bucket_matches(
     if row.size == 0:
         return row.astype(np.int64), found
     if found.max() < 2**40 and rows < 2**23:
-        key = np.unique((row.astype(np.int64) << 40) | found)
+        key = distinct((row.astype(np.int64) << 40) | found)
         return key >> 40, key & ((1 << 40) - 1)
     unique = np.unique(np.stack([row, found], axis=1), axis=0)
     return unique[:, 0].astype(np.int64), unique[:, 1].astype(np.int64)
@@ -92,6 +93,6 @@ def candidate_pairs(groups: Ragged, first_new: int = 0) -> npt.NDArray[np.int64]
         return pairs
     if pairs.min() >= -(2**31) and pairs.max() < 2**31:
         # One int64 key per pair makes the distinct step a flat sort, far cheaper than unique(axis=0).
-        keys = np.unique((pairs[:, 0] << 32) | pairs[:, 1])
+        keys = distinct((pairs[:, 0] << 32) | pairs[:, 1])
         return np.stack([keys >> 32, keys & 0xFFFFFFFF], axis=1)
     return np.unique(pairs, axis=0)

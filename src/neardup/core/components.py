@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from neardup.core.distinct import distinct
 from neardup.errors import ParamsError
 
 
@@ -16,7 +17,7 @@ def component_labels(
     Every edge end must be one of ``nodes``. Labels by the smallest member are deterministic: the
     same graph gives the same labels whatever the order of nodes and edges.
     """
-    ids = np.unique(np.asarray(nodes, dtype=np.int64))
+    ids = distinct(np.asarray(nodes, dtype=np.int64))
     a = np.asarray(left, dtype=np.int64)
     b = np.asarray(right, dtype=np.int64)
     ia, ib = np.searchsorted(ids, a), np.searchsorted(ids, b)

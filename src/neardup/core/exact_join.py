@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from neardup.core.distinct import distinct
 from neardup.core.ragged import Ragged
 from neardup.errors import ParamsError
 
@@ -57,7 +58,7 @@ class SetJoin:
         self.floor = float(floor)
         values = np.ascontiguousarray(right.values, dtype=np.uint32)
         self._sizes = right.lengths().astype(np.int64)
-        self._vocab = np.unique(values)
+        self._vocab = distinct(values)
         # Transposed once here (tokens x sets), not in every product.
         columns = np.searchsorted(self._vocab, values).astype(np.int64)
         self._right_t = _incidence(columns, self._sizes, self._vocab.size).T.tocsr()

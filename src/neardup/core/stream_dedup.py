@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core.candidates import bucket_matches
+from neardup.core.distinct import distinct
 from neardup.core.params import Params
 from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketcher
@@ -73,6 +74,6 @@ class StreamDeduplicator:
         return found
 
     def _jaccard(self, left: npt.NDArray[np.int64], right: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        ids = np.unique(np.concatenate([left, right]))
+        ids = distinct(np.concatenate([left, right]))
         sets = Ragged.from_arrays([self._sets[i] for i in ids.tolist()], np.uint32)
         return exact_jaccard_unsorted(sets, sets, np.searchsorted(ids, left), np.searchsorted(ids, right))

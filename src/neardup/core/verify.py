@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core import _kernels
+from neardup.core.distinct import distinct
 from neardup.core.ragged import Ragged
 from neardup.errors import ParamsError
 
@@ -71,7 +72,7 @@ def exact_jaccard_unsorted(
     a_part = np.searchsorted(first_starts, a, "right") - 1
     b_part = np.searchsorted(second_starts, b, "right") - 1
     combo = a_part * len(second_parts) + b_part
-    for c in np.unique(combo).tolist():
+    for c in distinct(combo).tolist():
         i, j = divmod(c, len(second_parts))
         mine = np.flatnonzero(combo == c)
         out[mine] = _on_pairs(

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from neardup.core.candidates import bucket_groups, candidate_pairs
+from neardup.core.cluster_ids import ALONE, NEW, SHOWN, ClusterChanges, decide_clusters
 from neardup.core.components import component_labels
+from neardup.core.distinct import distinct
 from neardup.core.lsh import bucket_rows
 from neardup.core.minhash import empty_rows
 from neardup.core.params import Params
@@ -113,15 +115,15 @@ def withdraw(ctx: BatchContext, content_ids: list[int], written: BatchPlan, with
     contents.delete(ctx.scope, content_ids)
 
 
-def store_pairs(ctx: BatchContext, found: Verified) -> None:
-    """Store verified pairs and join the clusters they connect (a cluster's label is its
-    smallest content id)."""
+def store_pairs(ctx: BatchContext, found: Verified, new_ids: np.ndarray | None = None) -> None:
+    """Store verified pairs and join the clusters they connect (``new_ids``: the batch's new
+    contents, which join clusters rather than merge them; see ``settle_clusters``)."""
     if found.left.size == 0:
         return
     # Stored as content_a < content_b.
     left, right = np.minimum(found.left, found.right), np.maximum(found.left, found.right)
     _copy_pairs(ctx, left, right, found.similarity)
-    _merge_clusters(ctx.scope, left, right)
+    _merge_clusters(ctx.scope, left, right, new_ids)
 
 
 @stage("pairs: binary COPY")
@@ -131,16 +133,56 @@ def _copy_pairs(ctx: BatchContext, left: np.ndarray, right: np.ndarray, sim: np.
 
 
 @stage("merge clusters")
-def _merge_clusters(scope: Scope, left: np.ndarray, right: np.ndarray) -> None:
-    ends = np.unique(np.concatenate([left, right]))
+def _merge_clusters(scope: Scope, left: np.ndarray, right: np.ndarray, new_ids: np.ndarray | None) -> None:
+    """Join the clusters that new pairs connect: each cluster is one node (labelled by its id),
+    so none can split here."""
+    ends = distinct(np.concatenate([left, right]))
     labels = contents.cluster_labels(scope, ends.tolist())
     label_of = np.array([labels[i] for i in ends.tolist()], dtype=np.int64)
     la, lb = label_of[np.searchsorted(ends, left)], label_of[np.searchsorted(ends, right)]
-    nodes = np.unique(label_of)
-    merged = component_labels(nodes, la, lb)
-    changed = merged != nodes
-    if changed.any():
-        contents.relabel_clusters(scope, nodes[changed].tolist(), merged[changed].tolist())
+    nodes = distinct(label_of)
+    component = component_labels(nodes, la, lb)
+    new = np.isin(nodes, new_ids) if new_ids is not None else None
+    settle_clusters(scope, nodes, component, rank=_ranks(scope, nodes, component, new))
+
+
+def _ranks(scope: Scope, old: np.ndarray, component: np.ndarray, new: np.ndarray | None) -> np.ndarray:
+    """Each node's rank for ``decide_clusters``: NEW for ``new`` ones; of the others, where two or
+    more old clusters meet in one component, SHOWN for those of two or more documents and ALONE
+    for the rest (read only there: elsewhere the rank decides nothing)."""
+    rank = np.where(new, NEW, SHOWN) if new is not None else np.full(old.size, SHOWN)
+    existing = rank != NEW
+    links = np.unique(np.stack([component[existing], old[existing]], axis=1), axis=0)
+    comps, counts = np.unique(links[:, 0], return_counts=True)
+    meeting = links[np.isin(links[:, 0], comps[counts > 1]), 1]
+    if meeting.size:
+        shown = contents.shown_clusters(scope, meeting.tolist())
+        rank[existing & np.isin(old, meeting) & ~np.isin(old, shown)] = ALONE
+    return rank
+
+
+def settle_clusters(
+    scope: Scope,
+    old: np.ndarray,
+    component: np.ndarray,
+    content_ids: np.ndarray | None = None,
+    rank: np.ndarray | None = None,
+) -> ClusterChanges:
+    """The one place clusters are relabelled after a write (merges and splits are decided here,
+    nowhere else). Nodes are every content of the clusters touched (``content_ids``, with their
+    ``old`` cluster ids), or with ``content_ids`` None the clusters themselves (``old``, one node
+    each: a merge); ``component`` is each node's connected component now. ``decide_clusters``
+    decides which ids survive (the oldest survives a merge; the parts of a split get ids never
+    used, taken from the content id counter); the labels that changed are stored. Returns the
+    merges and splits decided (``rank``: see ``_ranks``)."""
+    changes = decide_clusters(old, component, lambda n: catalog.reserve(scope, n), rank)
+    moved = changes.labels != old
+    if moved.any():
+        if content_ids is None:  # relabel every content of each moved cluster
+            contents.relabel_clusters(scope, old[moved].tolist(), changes.labels[moved].tolist())
+        else:
+            contents.set_labels(scope, content_ids[moved].tolist(), changes.labels[moved].tolist())
+    return changes
 
 
 @stage("drop orphaned contents")
@@ -156,27 +198,51 @@ def drop_orphans(ctx: BatchContext, content_ids: Sequence[int]) -> list[int]:
     ids, sigs = contents.signatures(scope, orphan_ids, ctx.config.params.num_perm)
     buckets.delete(scope, *bucket_rows(ids, ctx.sketcher.band_keys(sigs)))
     contents.delete(scope, orphan_ids)
-    members = contents.cluster_members(scope, sorted(set(clusters_hit)))
-    if members:
-        left, right = verified_pairs.among(scope, members)
-        contents.set_labels(scope, members, component_labels(members, left, right).tolist())
+    members, old = contents.cluster_members(scope, sorted(set(clusters_hit)))
+    if members.size:
+        left, right = verified_pairs.among(scope, members.tolist())
+        settle_clusters(scope, old, component_labels(members, left, right), members)
     return orphan_ids
 
 
 def reband(ctx: BatchContext) -> None:
-    """Re-bucket every content from its stored signature and recompute all pairs and clusters."""
+    """Re-bucket every content from its stored signature and recompute all pairs and clusters
+    (clusters keep their ids as ``settle_clusters`` decides)."""
     scope = ctx.scope
+    everyone, old = contents.all_labels(scope)
     ids, sigs = contents.signatures(scope, None, ctx.config.params.num_perm)
     bearing = ~empty_rows(sigs) if ids.size else np.zeros(0, dtype=bool)
     ids, sigs = ids[bearing], sigs[bearing]
     verified_pairs.delete_all(scope)
     buckets.truncate(scope)
     buckets.drop_index(scope)
-    contents.reset_labels(scope)
     if ids.size:
         buckets.insert(scope, *bucket_rows(ids, ctx.sketcher.band_keys(sigs)))
     groups = bucket_groups(*buckets.shared_buckets(scope))
     buckets.create_index(scope)
     cand = candidate_pairs(groups, first_new=0)
+    left = right = np.empty(0, dtype=np.int64)
     if cand.shape[0]:
-        store_pairs(ctx, verification.verify_pairs(scope, ctx.config, ctx.sketcher, cand, None, None))
+        found = verification.verify_pairs(scope, ctx.config, ctx.sketcher, cand, None, None)
+        left, right = np.minimum(found.left, found.right), np.maximum(found.left, found.right)
+        _copy_pairs(ctx, left, right, found.similarity)
+    component = component_labels(everyone, left, right)
+    settle_clusters(scope, old, component, everyone, _ranks(scope, old, component, None))
+
+
+def restore_clusters(ctx: BatchContext, counter_before: int) -> None:
+    """After a rebuild wrote every stashed document again (new contents, each labelled by its new
+    id): give each cluster the id its documents' cluster had before, as ``settle_clusters``
+    decides at the level of documents. The content id counter first goes past where it was, so
+    that ids taken since and from now on were never used."""
+    catalog.reserve_past(ctx.scope, counter_before)
+    content_ids, now, before = document_rows.stashed_clusters(ctx.scope)
+    if content_ids.size == 0:
+        return
+    # Ranked as shown (two or more documents) or alone by the stashed labels.
+    labels, sizes = np.unique(before, return_inverse=True, return_counts=True)[1:]
+    rank = np.where(sizes[labels] > 1, SHOWN, ALONE)
+    changes = decide_clusters(before, now, lambda n: catalog.reserve(ctx.scope, n), rank)
+    # Documents of one content are in one component, so they agree on its id.
+    first = np.unique(content_ids, return_index=True)[1]
+    contents.set_labels(ctx.scope, content_ids[first].tolist(), changes.labels[first].tolist())

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.config import IndexConfig
+from neardup.core.distinct import distinct
 from neardup.core.ragged import Ragged, concat
 from neardup.core.shingle import distinct_rows
 from neardup.core.sketch import Sketch, Sketcher
@@ -111,7 +112,7 @@ def verify_pairs(
     reaches the threshold. The plan's new contents are the batch's (in ``sketch``); the others are
     read from the store on ``scope``."""
     threshold, num_perm = config.threshold, config.params.num_perm
-    ids = np.unique(cand)
+    ids = distinct(cand)
     is_new = plan.is_new(ids) if plan is not None else np.zeros(ids.size, dtype=bool)
     old, new = ids[~is_new], ids[is_new]
     # Sketch rows of the batch's new contents.
@@ -130,7 +131,7 @@ def verify_pairs(
     keep = hopeful(agree, threshold, num_perm)
     cand, left, right = cand[keep], left[keep], right[keep]
     # The rows in a pair, renumbered in order: the stored ones (below old.size) come first.
-    used = np.unique(np.concatenate([left, right]))
+    used = distinct(np.concatenate([left, right]))
     needed = used[used < old.size]
     texts = _stored_texts(scope, old[needed])
     exact = _exact(
@@ -217,11 +218,11 @@ def verify_matches(
     read in the caller's open transaction: exact where texts are stored and the estimate is
     hopeful, else 0; the estimate where texts are not stored. With ``helper`` (the collection on
     a second connection), many candidates' texts are read and shingled there meanwhile."""
-    ids = np.unique(content)
+    ids = distinct(content)
     read_ahead = helper is not None and config.store_text and not scope.distributed and ids.size >= READ_AHEAD
     with _shingles_ahead(scope, helper, sketcher, ids) if read_ahead and helper else nullcontext() as ahead:
         stored_ids, stored_sigs = contents.signatures(scope, ids.tolist(), config.params.num_perm)
-        used = np.unique(inputs)
+        used = distinct(inputs)
         sigs = np.concatenate([sketch.signatures[used], stored_sigs])
         at = np.searchsorted(used, inputs)
         sim = signature_agreement(sigs, at, used.size + np.searchsorted(stored_ids, content))
@@ -232,15 +233,15 @@ def verify_matches(
         if ahead is not None:
             needed, stored = ids, ahead.result()
         else:
-            needed = np.unique(content[chosen])
+            needed = distinct(content[chosen])
             texts = documents.texts(scope, needed.tolist())
             stored = [texts[i] for i in needed.tolist()]
         sim = np.zeros(content.size)
         if chosen.size:
-            rows = np.unique(inputs[chosen])
+            rows = distinct(inputs[chosen])
             right = np.searchsorted(needed, content[chosen])
             # Read ahead, every candidate's text is there, in a pair or not.
-            in_pairs = rows.size + (np.unique(right).size if ahead is not None else needed.size)
+            in_pairs = rows.size + (distinct(right).size if ahead is not None else needed.size)
             left = len(stored) + np.searchsorted(rows, inputs[chosen])
             sim[chosen] = exact_similarity(sketcher, stored, sketch, rows, left, right, in_pairs)
         return sim

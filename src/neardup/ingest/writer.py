@@ -173,6 +173,13 @@ class Writer:
             catalog.touch(ctx.scope)
         return len(found)
 
+    def set_keep(self, keep: str) -> None:
+        """Store the representative policy ``keep`` (checked), as a write to the collection."""
+        with translated(f"setting what {self.name!r} keeps"), transaction(self._scope.conn):
+            ctx = self._context()
+            store.lock(ctx)
+            catalog.set_keep(ctx.scope, keep)
+
     def rebuild(self, config: IndexConfig, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         """Store ``config`` and recompute buckets, pairs and clusters under it, in one transaction:
         from the stored signatures when only the banding changes, else from the stored texts."""
@@ -201,12 +208,14 @@ class Writer:
     def _resketch(self, ctx: BatchContext, batch_size: int) -> None:
         """Write every stored document again, sketched under the new parameters (a rebuild)."""
         document_rows.stash(ctx.scope)
+        counter = store.lock(ctx).next_content_id
         catalog.clear(ctx.scope)
         start = 0
         for rows in document_rows.stashed(ctx.scope, batch_size):
             batch = Batch(start, *(list(column) for column in zip(*rows, strict=True)))
             self._write(ctx, batch, self.sketcher.sketch(batch.texts), None, None, may_defer=start == 0)
             start += len(batch)
+        store.restore_clusters(ctx, counter)
         if self._deferral.memory is not None:  # one transaction: nobody else wrote meanwhile
             self._deferral.memory = None
             buckets.create_index(ctx.scope)
@@ -373,7 +382,7 @@ def _pair(
     members.written(ctx, rows)
     if found is None:
         return 0
-    store.store_pairs(ctx, found)
+    store.store_pairs(ctx, found, plan.new_ids)
     return int(found.left.size)
 
 

@@ -36,6 +36,8 @@ def _field(parameter: Parameter) -> tuple[Any, Any]:
         kind: Any = Literal[parameter.choices]
     else:  # strict, as the library: true is no count, "5" no number, "yes" no boolean
         kind, checks["strict"] = parameter.type, True
+    if parameter.pattern:
+        checks["pattern"] = parameter.pattern
     if parameter.nullable:
         kind = kind | None
     if parameter.low is not None:
@@ -78,6 +80,8 @@ class CollectionInfo(BaseModel):
     threshold: float
     store_text: bool
     params: dict[str, Any]
+    keep: str | None = None
+    """Which document of a cluster is its representative (``neardup init --keep``)."""
     stats: dict[str, Any] | None = None
 
 
@@ -160,7 +164,7 @@ class PairPage(BaseModel):
 
 
 class Cluster(BaseModel):
-    """A cluster: its stored id, its representative (smallest id) and its ids, sorted."""
+    """A cluster: its lasting id, its representative (the collection's keep policy) and its ids, sorted."""
 
     cluster: int
     representative: str

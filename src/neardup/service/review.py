@@ -171,12 +171,14 @@ def logout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
 
 @router.get("/", response_class=HTMLResponse)
 def index_page(request: Request, who: Annotated[Principal, Depends(reviewer("read"))]) -> HTMLResponse:
-    """The collections this token may review, each with its counts."""
+    """The collections this token may review, each with its counts and what its labels say of
+    the threshold."""
     db = context(request).db
     rows = db.collections(counts=False)
     names = [c.name for c in rows if who.collection is None or who.collection == c.name]
     counts = {n: db.review(n).counts() for n in names}
-    return _page(request, "home.html", who=who, names=names, counts=counts)
+    advice = {n: db.labels.advise(n) for n in names}
+    return _page(request, "home.html", who=who, names=names, counts=counts, advice=advice)
 
 
 # -- a collection ---------------------------------------------------------------------------------

@@ -182,6 +182,7 @@ def create_collection(request: Request, body: models.NewCollection, who: Admin) 
             "threshold": index.threshold,
             "store_text": index.store_text,
             "params": index.params.to_dict(),
+            "keep": index.keep,
         }
 
 
@@ -189,17 +190,19 @@ def create_collection(request: Request, body: models.NewCollection, who: Admin) 
 def get_collection(request: Request, name: str, who: Read) -> dict[str, Any]:
     """A collection's parameters and counts."""
     with context(request).indexes.index(name) as index:
-        s = index.stats()
+        s, keep = index.stats(), index.keep
     return {
         "name": s.name,
         "threshold": s.threshold,
         "store_text": s.store_text,
         "params": s.params.to_dict(),
+        "keep": keep,
         "stats": {
             "documents": s.documents,
             "contents": s.contents,
             "pairs": s.pairs,
             "identical_pairs": s.identical_pairs,
+            "document_pairs": s.document_pairs,
             "clusters": s.clusters,
             "bucket_rows": s.bucket_rows,
             "bytes_on_disk": s.bytes_on_disk,

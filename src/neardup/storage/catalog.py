@@ -32,11 +32,13 @@ class CollectionRow:
     distributed: bool
     writes: int
     """Transactions that changed the collection so far (see ``advance`` and ``touch``)."""
+    keep: str = "first"
+    """Which document of a cluster is its representative (``config.check_keep``)."""
 
 
 _COLUMNS = (
     "collection_id, name, params, threshold, store_text, unicode_version, "
-    "next_content_id, next_doc_id, created_at, updated_at, distributed, writes"
+    "next_content_id, next_doc_id, created_at, updated_at, distributed, writes, keep"
 )
 
 
@@ -85,6 +87,18 @@ def reserve(scope: Scope, count: int) -> int:
     return int(row[0])
 
 
+def reserve_past(scope: Scope, counter: int) -> None:
+    """Move the content id counter to ``counter`` unless it is past it already (after a rebuild
+    cleared the collection, so that ids used before it are never taken again)."""
+    scope.conn.execute(
+        scope.sql(
+            "UPDATE {s}.collections SET next_content_id = greatest(next_content_id, %s) "
+            "WHERE collection_id = %s"
+        ),
+        (counter, scope.collection_id),
+    )
+
+
 def lock_name(scope: Scope, name: str) -> None:
     """Hold a lock on the collection name ``name`` in this schema until the transaction ends, so
     that processes creating the same collection take turns (the unique key would catch it anyway)."""
@@ -99,6 +113,7 @@ def insert(
     store_text: bool,
     unicode_version: str,
     distributed: bool = False,
+    keep: str = "first",
 ) -> CollectionRow:
     """Insert a collection row and create its partitions (no rows, no bucket index yet); in a
     distributed schema the partitions are Citus tables, as their parents are."""
@@ -106,10 +121,10 @@ def insert(
         scope.conn.execute(
             scope.sql(
                 "INSERT INTO {s}.collections "
-                "(name, params, threshold, store_text, unicode_version, distributed) "
-                f"VALUES (%s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}"
+                "(name, params, threshold, store_text, unicode_version, distributed, keep) "
+                f"VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}"
             ),
-            (name, Jsonb(params), threshold, store_text, unicode_version, distributed),
+            (name, Jsonb(params), threshold, store_text, unicode_version, distributed, keep),
         ).fetchone()
     )
     if row is None:
@@ -157,6 +172,17 @@ def set_params(scope: Scope, params: dict[str, Any], threshold: float) -> None:
             "WHERE collection_id = %s"
         ),
         (Jsonb(params), threshold, scope.collection_id),
+    )
+
+
+def set_keep(scope: Scope, keep: str) -> None:
+    """Replace the stored representative policy (nothing else is recomputed: the views follow it)."""
+    scope.conn.execute(
+        scope.sql(
+            "UPDATE {s}.collections SET keep = %s, updated_at = now(), writes = writes + 1 "
+            "WHERE collection_id = %s"
+        ),
+        (keep, scope.collection_id),
     )
 
 

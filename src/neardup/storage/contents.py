@@ -142,16 +142,49 @@ def cluster_labels(scope: Scope, content_ids: Sequence[int]) -> dict[int, int]:
     return {r[0]: r[1] for r in rows}
 
 
-def cluster_members(scope: Scope, cluster_ids: Sequence[int]) -> list[int]:
-    """Every content in the given clusters."""
+def cluster_members(
+    scope: Scope, cluster_ids: Sequence[int]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Every content in the given clusters: (content ids, sorted; their cluster ids)."""
     rows = scope.conn.execute(
         scope.sql(
-            "SELECT content_id FROM {contents_p} "
-            "WHERE collection_id = %s AND cluster_id IN (SELECT unnest(%s::int8[]))"
+            "SELECT content_id, cluster_id FROM {contents_p} "
+            "WHERE collection_id = %s AND cluster_id IN (SELECT unnest(%s::int8[])) ORDER BY content_id"
+        ),
+        (scope.collection_id, Int8s(cluster_ids)),
+    ).fetchall()
+    return _id_columns(rows)
+
+
+def shown_clusters(scope: Scope, cluster_ids: Sequence[int]) -> list[int]:
+    """Those of the given clusters that have two or more documents (the ones listings show)."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT t.cluster_id FROM {contents_p} t JOIN {documents_p} d "
+            "ON d.collection_id = t.collection_id AND d.content_id = t.content_id "
+            "WHERE t.collection_id = %s AND t.cluster_id IN (SELECT unnest(%s::int8[])) "
+            "GROUP BY t.cluster_id HAVING count(*) > 1"
         ),
         (scope.collection_id, Int8s(cluster_ids)),
     ).fetchall()
     return [r[0] for r in rows]
+
+
+def all_labels(scope: Scope) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Every content of the collection: (content ids, sorted; their cluster ids)."""
+    with scope.conn.cursor(binary=True) as cur:
+        rows = cur.execute(
+            scope.sql(
+                "SELECT content_id, cluster_id FROM {contents_p} WHERE collection_id = %s ORDER BY content_id"
+            ),
+            (scope.collection_id,),
+        ).fetchall()
+    return _id_columns(rows)
+
+
+def _id_columns(rows: Sequence[tuple[int, int]]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    return ids, np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
 
 
 def relabel_clusters(scope: Scope, old: Sequence[int], new: Sequence[int]) -> None:
@@ -175,15 +208,4 @@ def set_labels(scope: Scope, content_ids: Sequence[int], labels: Sequence[int]) 
             "WHERE t.collection_id = %s AND t.content_id = m.id AND t.cluster_id <> m.label"
         ),
         (Int8s(content_ids), Int8s(labels), scope.collection_id),
-    )
-
-
-def reset_labels(scope: Scope) -> None:
-    """Make every content its own cluster (before clusters are recomputed from all pairs)."""
-    scope.conn.execute(
-        scope.sql(
-            "UPDATE {contents_p} SET cluster_id = content_id "
-            "WHERE collection_id = %s AND cluster_id <> content_id"
-        ),
-        (scope.collection_id,),
     )

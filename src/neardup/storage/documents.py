@@ -109,6 +109,18 @@ def delete(scope: Scope, doc_ids: Sequence[int]) -> list[int]:
     return [r[0] for r in rows]
 
 
+def stored_ids(scope: Scope, external_ids: Sequence[str]) -> set[str]:
+    """Those of the caller's ids that name stored documents."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT external_id FROM {documents_p} WHERE collection_id = %s "
+            'AND external_id IN (SELECT u COLLATE "C" FROM unnest(%s::text[]) AS u)'
+        ),
+        (scope.collection_id, list(external_ids)),
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
 def delete_by_external_id(scope: Scope, external_ids: Sequence[str]) -> tuple[list[str], list[int]]:
     """Delete documents by the caller's ids; returns the ids found and the contents they pointed at."""
     rows = scope.conn.execute(
@@ -172,13 +184,16 @@ def content_texts(scope: Scope, chunk_rows: int) -> Iterator[tuple[npt.NDArray[n
 
 
 def stash(scope: Scope) -> int:
-    """Copy every document (id, text, meta) into a temporary table, for a rebuild; returns the count."""
+    """Copy every document (id, text, meta, cluster id) into a temporary table, for a rebuild;
+    returns the count."""
     scope.conn.execute("DROP TABLE IF EXISTS neardup_stash")
     scope.conn.execute(
         scope.sql(
             "CREATE TEMP TABLE neardup_stash ON COMMIT DROP AS "
-            "SELECT row_number() OVER (ORDER BY doc_id) AS n, "
-            "external_id, text, meta FROM {documents_p} WHERE collection_id = %s"
+            "SELECT row_number() OVER (ORDER BY d.doc_id) AS n, d.external_id, d.text, d.meta, "
+            "t.cluster_id FROM {documents_p} d JOIN {contents_p} t "
+            "ON t.collection_id = d.collection_id AND t.content_id = d.content_id "
+            "WHERE d.collection_id = %s"
         ),
         (scope.collection_id,),
     )
@@ -198,3 +213,20 @@ def stashed(scope: Scope, batch_size: int) -> Iterator[list[tuple[str, str, Any]
             return
         last = rows[-1][0]
         yield [(r[1], r[2], r[3]) for r in rows]
+
+
+def stashed_clusters(
+    scope: Scope,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """For every stashed document stored again: (its content id now, that content's cluster id
+    now, its cluster id when stashed), by content id."""
+    with scope.conn.cursor(binary=True) as cur:
+        rows = cur.execute(
+            scope.sql(
+                "SELECT d.content_id, t.cluster_id, s.cluster_id FROM neardup_stash s "
+                "JOIN {documents_p} d ON d.external_id = s.external_id "
+                "JOIN {contents_p} t ON t.content_id = d.content_id ORDER BY d.content_id"
+            )
+        ).fetchall()
+    columns = [np.fromiter((r[i] for r in rows), dtype=np.int64, count=len(rows)) for i in range(3)]
+    return columns[0], columns[1], columns[2]

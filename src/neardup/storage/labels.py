@@ -138,3 +138,17 @@ def labels_of(scope: Scope, pairs: list[tuple[str, str]]) -> dict[tuple[str, str
             ([a for a, _ in ordered], [b for _, b in ordered], scope.collection_id),
         ).fetchall()
     return {(a, b): label for a, b, label in rows}
+
+
+def labelled_similarities(scope: Scope) -> tuple[list[float], list[bool]]:
+    """The labelled pairs that are stored pairs of the scope's collection now: (their similarity,
+    whether each was labelled duplicate)."""
+    with translated("reading labelled similarities"):
+        rows = scope.conn.execute(
+            scope.sql(
+                "SELECT similarity, label = 'duplicate' FROM {s}.pair_labels "
+                "WHERE collection_id = %s AND similarity IS NOT NULL"
+            ),
+            (scope.collection_id,),
+        ).fetchall()
+    return [float(r[0]) for r in rows], [bool(r[1]) for r in rows]

@@ -52,7 +52,7 @@ def pairs(
 
 def clusters(url: str, schema: str, collection_id: int, doing: str) -> Iterator[tuple[int, str, bool]]:
     """(cluster, id, representative) of every document in a cluster of two or more, clusters in the
-    order of their representatives (smallest id), ids sorted within."""
+    order of their smallest id, ids sorted within; the cluster is its stored, lasting id."""
     yield from _stream(
         url,
         schema,

@@ -19,7 +19,8 @@ from neardup.storage.scope import Scope
 
 @dataclass(frozen=True)
 class ClusterRow:
-    """One cluster: its stored id, size, representative (smallest id) and its first ids."""
+    """One cluster: its stored id (lasting across writes), size, representative (as the
+    collection's ``keep`` policy chooses it) and its first ids."""
 
     cluster: int
     size: int
@@ -48,7 +49,7 @@ def pairs_page(
 # Clusters grouped from the cluster_list view: id order is bytewise (the ids' "C" collation).
 _CLUSTERS = (
     "SELECT cluster, size, representative, ids FROM ("
-    "SELECT cluster, count(*) AS size, min(id) AS representative, "
+    "SELECT cluster, count(*) AS size, min(id) FILTER (WHERE representative) AS representative, "
     "(array_agg(id ORDER BY id))[1:%(ids)s] AS ids FROM {s}.cluster_list "
     "WHERE collection_id = %(c)s GROUP BY cluster) g "
 )

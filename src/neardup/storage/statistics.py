@@ -7,7 +7,8 @@ from neardup.storage.scope import Scope
 
 
 def counts(scope: Scope) -> dict[str, int]:
-    """Numbers of documents, contents, stored pairs, identical-copy pairs and clusters."""
+    """Numbers of documents, contents (distinct texts), pairs (stored pairs of distinct texts),
+    identical pairs (pairs of documents with one text) and clusters (of two or more documents)."""
     row = scope.conn.execute(
         scope.sql(
             """
@@ -25,6 +26,15 @@ SELECT (SELECT count(*) FROM {documents_p}),
         raise InternalError("the statistics query returned no row")
     keys = ("documents", "contents", "pairs", "identical_pairs", "clusters")
     return {k: int(v) for k, v in zip(keys, row, strict=True)}
+
+
+def document_pairs(scope: Scope) -> int:
+    """Pairs of documents, as the pairs listing (``pair_list``) has them: every pair of documents
+    whose texts are a stored pair, and the identical pairs."""
+    row = scope.conn.execute(
+        scope.sql("SELECT count(*) FROM {s}.pair_list WHERE collection_id = %s"), (scope.collection_id,)
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 _SIZED_TABLES = ("contents", "documents", "signatures", "buckets", "pairs")

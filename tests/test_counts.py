@@ -1,0 +1,53 @@
+"""Counts agree: what ``add`` reports, ``stats`` counts and the listings list are the same things
+under the same names (pairs of distinct texts, identical pairs, pairs of documents, clusters)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from pathlib import Path
+
+from tests.conftest import Run
+
+BASE = "the storm cut power to forty thousand homes across the northern valley on tuesday night"
+# Three texts that pair with each other, two of them with copies, and one text alone twice.
+TEXTS = {
+    "a1": BASE,
+    "a2": BASE,
+    "a3": BASE,
+    "b1": BASE + " officials said",
+    "b2": BASE + " officials said",
+    "c1": BASE + " officials said on wednesday",
+    "d1": "an unrelated note about the weather in the south, nothing alike",
+    "d2": "an unrelated note about the weather in the south, nothing alike",
+}
+
+
+def test_add_stats_and_listings_count_the_same_things(cli: Run, tmp_path: Path) -> None:
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in TEXTS.items()))
+    assert cli("init", "--threshold", "0.5")[0] == 0
+    status, _, err = cli("add", str(source))
+    assert status == 0, err
+    match = re.search(r"new pairs (\d+) \(of distinct texts\)", err)
+    assert match, err
+    stats = {r["name"]: r["value"] for r in json.loads(cli("stats", "--format", "json")[1])}
+    listed = [json.loads(line) for line in cli("pairs", "--format", "jsonl")[1].splitlines()]
+    clusters = [json.loads(line) for line in cli("clusters", "--format", "jsonl")[1].splitlines()]
+    # Pairs of distinct texts: a-b, a-c, b-c; as add reported them.
+    assert int(match.group(1)) == stats["pairs"] == 3
+    # Identical pairs: 3 of the a's, 1 of the b's, 1 of the d's.
+    identical = [p for p in listed if p["jaccard"] == 1.0 and TEXTS[p["id_a"]] == TEXTS[p["id_b"]]]
+    assert stats["identical_pairs"] == len(identical) == 5
+    # Pairs of documents: every two documents of a stored pair of texts, and the identical ones.
+    expected = {
+        (x, y)
+        for x, y in itertools.combinations(sorted(TEXTS), 2)
+        if TEXTS[x] == TEXTS[y] or (x[0] in "abc" and y[0] in "abc")
+    }
+    assert {(p["id_a"], p["id_b"]) for p in listed} == expected
+    assert stats["document_pairs"] == len(listed) == 3 * 2 + 3 * 1 + 2 * 1 + 5
+    assert stats["contents"] == 4
+    # Clusters: the a/b/c one and the d copies, as many as the listing has ids.
+    assert stats["clusters"] == len({r["cluster"] for r in clusters}) == 2
