@@ -21,13 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from neardup.config import DEFAULT_THRESHOLD
 from neardup.core.advice import DEFAULT_TARGET, Advice, advise
+from neardup.core.params import Params
 from neardup.credentials import ACCESS_LEVELS, digest, new_secret, shown_prefix
 from neardup.errors import CollectionNotFoundError, ParamsError
 from neardup.storage import catalog, labels, migrate, pages, statistics, tokens
 from neardup.storage.connect import redacted, transaction, translated
 from neardup.storage.labels import LABELS, LabelRow
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name, check_schema_name
-from neardup.storage.pages import ClusterRow, DocumentRow
+from neardup.storage.pages import ClusterRow, DocumentRow, PairQuery, PairRow
 from neardup.storage.pool import ConnectionPool
 from neardup.storage.scope import Scope
 from neardup.storage.tokens import TokenRow
@@ -278,6 +279,41 @@ class Review:
         with self._scope() as scope:
             return pages.pair(scope, id_a, id_b)
 
+    # -- the review loop ---------------------------------------------------------------------------
+
+    def params(self) -> Params:
+        """The collection's stored parameters (its shingling and normalisation among them)."""
+        with self._db._scope() as scope, translated(f"reading collection {self.name!r}"):
+            return Params.from_dict(self._db._row(scope, self.name).params)
+
+    def pair_rows(self, query: PairQuery, limit: int) -> list[PairRow]:
+        """Up to ``limit`` pairs of documents as ``query`` asks: ordered by similarity or by
+        distance from the threshold (the review queue), filtered by label and similarity."""
+        with self._scope() as scope:
+            return pages.pair_rows(scope, self.threshold, query, limit)
+
+    def queue_counts(self, key: tuple[float, str, str] | None) -> tuple[int, int]:
+        """How many unlabelled pairs come before ``key`` in the review queue (0 for None), and how
+        many unlabelled pairs there are."""
+        with self._scope() as scope:
+            return pages.queue_counts(scope, self.threshold, key)
+
+    def counts(self) -> dict[str, int]:
+        """documents, clusters, document_pairs (identical copies included), labelled and left
+        (document pairs without a label)."""
+        with self._scope() as scope:
+            return pages.review_counts(scope)
+
+    def titles(self, ids: list[str]) -> dict[str, str]:
+        """A title (metadata ``title`` or ``headline``) or the start of the text, by document id."""
+        with self._scope() as scope:
+            return pages.titles(scope, ids)
+
+    def labels_of(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """The labels of those of ``pairs`` that have one, keyed (smaller id, larger id)."""
+        with self._scope() as scope:
+            return labels.labels_of(scope, pairs)
+
 
 # Digits of the largest token id (a bigint, 2**63 - 1): a longer one names no token, and int() of
 # more than 4,300 digits raises.
@@ -420,6 +456,8 @@ __all__ = [
     "DocumentRow",
     "LabelRow",
     "Labels",
+    "PairQuery",
+    "PairRow",
     "Review",
     "TokenRow",
     "Tokens",

@@ -1,127 +1,249 @@
 """The review pages in a real browser (headless Chromium from Debian's ``chromium`` package).
 
-Log in with a token, open the largest cluster, open a pair, see the shared passages marked,
-label it, and find the label in the ``pair_labels`` view. The pair page's screenshot is saved as
-``docs/review-pair.png`` (the README shows it).
+Log in with a token; work the review queue with the keyboard (j / k to move, d / n to label);
+filter and sort the pairs list; open a cluster (members first) and a pair (passages aligned,
+containment); see an HTML error page; open the API documentation (/docs), served from this server
+only. Each page's screenshot is saved under ``docs/review/`` (the README shows them): running this
+module again redoes them.
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
 
 import psycopg
 import pytest
 
 from tests.conftest import psycopg_url
 from tests.service.conftest import Service, make_token
+from tests.service.review_data import documents
 
 CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "review-pair.png"
+SHOTS = Path(__file__).resolve().parents[2] / "docs" / "review"
+NAME = "browser"
+THRESHOLD = 0.3
 
-STORY = (
-    "Storms cut power to 40,000 homes across the northern valley on Tuesday night, the regional grid "
-    "operator said. Crews expect to restore most connections by Thursday, but rural lines may take "
-    "longer. Schools in three districts will stay closed while roads are cleared of fallen trees."
-)
-EDITED = (
-    "Storms cut power to 42,000 homes across the northern valley on Tuesday night, the regional grid "
-    "operator said on Wednesday. Crews expect to restore most connections by Thursday, but rural lines "
-    "may take longer. Schools in three districts will stay closed while roads are cleared of fallen trees."
-)
-SHORTER = (
-    "Storms cut power to 40,000 homes across the northern valley on Tuesday night, the regional grid "
-    "operator said. Crews expect to restore most connections by Thursday, but rural lines may take "
-    "longer. Schools in three districts will stay closed."
-)
-OTHER = "The city council approved the new budget after a long debate about library funding and parks."
-
-
-@pytest.mark.skipif(
+pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(),
     reason="needs Debian's chromium at /usr/bin/chromium: apt-get install -y chromium (.ci/run installs it)",
 )
-def test_log_in_open_the_largest_cluster_compare_and_label_a_pair(
-    service: Service, database_url: str, schema: str
-) -> None:
+
+
+def _shoot(page: Any, name: str) -> None:
+    """A full-page screenshot into docs/review/NAME.png."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+    assert (SHOTS / f"{name}.png").stat().st_size > 10_000
+
+
+def _labels(database_url: str, schema: str) -> list[tuple[str, str, str, str]]:
+    with closing(psycopg.connect(psycopg_url(database_url))) as conn:
+        rows = conn.execute(
+            f'SELECT id_a, id_b, label, labelled_by FROM "{schema}".pair_labels WHERE collection = %s '
+            "ORDER BY id_a, id_b",
+            (NAME,),
+        ).fetchall()
+    return [tuple(r) for r in rows]
+
+
+@dataclass
+class Browsing:
+    """A logged-in page, its console messages and the hosts it sent requests to."""
+
+    page: Any
+    console: list[str]
+    hosts: set[str]
+
+
+@pytest.fixture
+def browsing(service: Service, database_url: str, schema: str) -> Iterator[Browsing]:
+    """A logged-in browser page (a write token limited to the collection), with the collection
+    made afresh."""
     from playwright.sync_api import sync_playwright
 
-    name = "browser"
     with service.client(service.tokens["admin"]) as admin:
-        admin.delete(f"/v1/collections/{name}")
-        assert admin.post("/v1/collections", json={"name": name, "threshold": 0.5}).status_code == 201
-        docs = [
-            {"id": "wire/ap-101", "text": STORY, "meta": {"desk": "weather", "source": "AP"}},
-            {"id": "wire/rt-207", "text": EDITED, "meta": {"desk": "weather", "source": "Reuters"}},
-            {"id": "wire/local-9", "text": SHORTER, "meta": {"desk": "metro"}},
-            {"id": "council-1", "text": OTHER},
-            {"id": "council-2", "text": OTHER + " Voting ends at noon."},
-        ]
-        assert admin.post(f"/v1/collections/{name}/documents", json=docs).status_code == 200
-    token = make_token(database_url, schema, "write", name, "reviewer")
-
+        admin.delete(f"/v1/collections/{NAME}")
+        assert admin.post("/v1/collections", json={"name": NAME, "threshold": THRESHOLD}).status_code == 201
+        assert admin.post(f"/v1/collections/{NAME}/documents", json=documents()).status_code == 200
+    token = make_token(database_url, schema, "write", NAME, "reviewer")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             console: list[str] = []
+            hosts: set[str] = set()
             page.on("console", lambda message: console.append(message.text))
-            page.goto(f"{service.base}/review/{name}")
+            page.on("request", lambda request: hosts.add(urlparse(request.url).netloc))
+            page.goto(f"{service.base}/review/{NAME}")
             assert "/review/login" in page.url  # no session yet: the login form
             page.fill("#token", token)
             page.click("#login")
-            page.wait_for_url(f"**/review/{name}")
+            page.wait_for_url(f"**/review/{NAME}")
             cookies = {c["name"]: c for c in page.context.cookies()}
             assert cookies["nd_session"]["httpOnly"]
             assert cookies["nd_session"]["sameSite"] == "Strict"
             assert token not in cookies["nd_session"]["value"]
-            first = page.locator("#clusters a.cluster-link").first
-            assert first.inner_text() == "wire/ap-101"  # the largest cluster (3) comes first
-            first.click()
-            page.wait_for_selector("#pairs")
-            assert page.locator("#members tr").count() == 4  # header and three members
-            assert "Reuters" in page.inner_text("#members")
-            page.locator("#pairs a.pair-link").first.click()
-            page.wait_for_selector("#label-form")
-            marks = page.locator("#text-a mark").all_inner_texts()
-            assert marks
-            assert any("Crews expect to restore most connections by Thursday" in m for m in marks)
-            differing = " ".join(page.locator("#text-a span.only, #text-b span.only").all_inner_texts())
-            assert "42,000" in differing or "Wednesday" in differing or "fallen" in differing
-            assert "measured" in page.inner_text("#similarity")
-            # The Content-Security-Policy lets the pages' own style sheet apply, and blocks nothing else.
-            assert page.locator("body").evaluate("b => getComputedStyle(b).maxWidth") == "1248px"
-            assert page.locator("mark").first.evaluate("m => getComputedStyle(m).backgroundColor") == (
-                "rgb(253, 230, 138)"
-            )
-            assert not [m for m in console if "Content Security Policy" in m], console
-            SCREENSHOT.parent.mkdir(exist_ok=True)
-            page.screenshot(path=str(SCREENSHOT), full_page=True)
-            id_a = page.locator("input[name=a]").get_attribute("value")
-            id_b = page.locator("input[name=b]").get_attribute("value")
-            page.check("input[value=duplicate]")
-            page.fill("textarea[name=note]", "same story, updated figures")
-            page.click("#save-label")
-            page.wait_for_selector("#saved")
-            assert "duplicate" in page.inner_text("#current-label")
+            yield Browsing(page, console, hosts)
         finally:
             browser.close()
 
-    with closing(psycopg.connect(psycopg_url(database_url))) as conn:
-        rows = conn.execute(
-            f'SELECT id_a, id_b, label, note, labelled_by, method FROM "{schema}".pair_labels '
-            "WHERE collection = %s",
-            (name,),
-        ).fetchall()
-    assert rows == [
-        (*sorted((id_a or "", id_b or "")), "duplicate", "same story, updated figures", "reviewer", "exact")
-    ]
-    assert SCREENSHOT.stat().st_size > 10_000
+
+def _position(page: Any) -> int:
+    return int(page.inner_text("#queue-position"))
+
+
+def _shown(page: Any) -> tuple[str, str]:
+    a = page.locator("#label-form input[name=a]").get_attribute("value")
+    b = page.locator("#label-form input[name=b]").get_attribute("value")
+    return a or "", b or ""
+
+
+def test_the_queue_with_the_keyboard(
+    browsing: Browsing, service: Service, database_url: str, schema: str
+) -> None:
+    page = browsing.page
+    with service.client(service.tokens["read"]) as reader:
+        every = reader.get(f"/v1/collections/{NAME}/pairs", params={"min_jaccard": 0}).json()["pairs"]
+    queue = sorted((abs(p["jaccard"] - THRESHOLD), p["id_a"], p["id_b"]) for p in every)
+    page.click("#nav-queue")
+    page.wait_for_selector("#label-form")
+    assert _shown(page) == queue[0][1:]
+    assert _position(page) == 1
+    left = len(queue)
+    assert f"{left} unlabelled pairs left" in page.inner_text("#queue-count")
+    _shoot(page, "queue")
+    page.keyboard.press("j")  # next
+    page.wait_for_function("document.querySelector('#queue-position').textContent === '2'")
+    assert _shown(page) == queue[1][1:]
+    page.keyboard.press("j")
+    page.wait_for_function("document.querySelector('#queue-position').textContent === '3'")
+    page.keyboard.press("k")  # previous
+    page.wait_for_function("document.querySelector('#queue-position').textContent === '2'")
+    assert _shown(page) == queue[1][1:]
+    # Typing a note does not trigger the keys: "d" and "n" go into the note.
+    page.fill("textarea[name=note]", "")
+    page.click("textarea[name=note]")
+    page.keyboard.type("dn")
+    assert page.input_value("textarea[name=note]") == "dn"
+    assert _labels(database_url, schema) == []
+    page.locator("body").click(position={"x": 5, "y": 5})  # leave the note
+    page.keyboard.press("d")  # duplicate: saved, and on to the next unlabelled pair
+    page.wait_for_selector("#saved")
+    assert "duplicate" in page.inner_text("#saved")
+    assert _shown(page) == queue[2][1:]
+    assert f"{left - 1} unlabelled pairs left" in page.inner_text("#queue-count")
+    assert _position(page) == 2  # the labelled pair left the queue: this one moved up
+    page.keyboard.press("n")  # not duplicate
+    page.wait_for_function(
+        f"document.querySelector('#queue-count').textContent.includes('{left - 2} unlabelled')"
+    )
+    labelled = _labels(database_url, schema)
+    assert [(a, b, label) for a, b, label, _ in labelled] == sorted(
+        [(*queue[1][1:], "duplicate"), (*queue[2][1:], "not_duplicate")]
+    )
+    assert {by for *_, by in labelled} == {"reviewer"}
+    notes = [n for n in browsing.console if "Content Security Policy" in n]
+    assert not notes, notes
+
+
+def test_pairs_list_filters_cluster_and_pair_pages(browsing: Browsing, service: Service) -> None:
+    page = browsing.page
+    with service.client(service.tokens["write"]) as writer:
+        writer.post(
+            f"/v1/collections/{NAME}/labels",
+            json={"id_a": "storm/ap", "id_b": "storm/moved", "label": "duplicate"},
+        )
+    # The home page's counts.
+    page.click("text=neardup review")
+    page.wait_for_selector("#collections")
+    row = page.locator("#collections tr", has_text=NAME)
+    cells = row.locator("td.num").all_inner_texts()
+    assert cells[0] == str(len(documents()))
+    assert cells[3] == "1"  # labelled
+    _shoot(page, "home")
+    # The pairs list: filter unlabelled pairs in a similarity range, then sort the other way.
+    page.click(f"#collections a[href='/review/{NAME}']")
+    page.click("#nav-pairs")
+    page.wait_for_selector("#pair-list")
+    page.select_option("#filter-labels", "unlabelled")
+    page.fill("#filter-low", "0.5")
+    page.fill("#filter-high", "0.95")
+    page.click("#apply")
+    page.wait_for_url("**labels=unlabelled**")
+    query = parse_qs(urlparse(page.url).query)
+    assert (query["labels"], query["low"], query["high"]) == (["unlabelled"], ["0.5"], ["0.95"])
+    values = [float(v) for v in page.locator("td.similarity").all_inner_texts()]
+    assert values
+    assert all(0.5 <= v <= 0.95 for v in values)
+    assert values == sorted(values, reverse=True)
+    assert set(page.locator("td.label").all_inner_texts()) == {"unlabelled"}
+    rows = page.locator("#pair-list tr").all_inner_texts()
+    assert not [r for r in rows if "storm/ap" in r and "storm/moved" in r]  # labelled: filtered out
+    _shoot(page, "pairs")
+    page.click("#sort-similarity")
+    page.wait_for_url("**order=asc**")
+    ascending = [float(v) for v in page.locator("td.similarity").all_inner_texts()]
+    assert ascending == sorted(values)
+    # A cluster: members first, with titles; then its pairs with their labels.
+    page.click(f"a[href='/review/{NAME}']")
+    page.locator("#clusters a.cluster-link", has_text="storm/ap").click()
+    page.wait_for_selector("#members")
+    assert page.locator("#members").bounding_box()["y"] < page.locator("#pairs").bounding_box()["y"]
+    assert "Storms cut power in the valley" in page.inner_text("#members")
+    assert "duplicate" in page.locator("#pairs tr", has_text="storm/moved").first.inner_text()
+    _shoot(page, "cluster")
+    # A pair: passages aligned, the moved paragraph shown as moved, differences marked.
+    page.goto(f"{service.base}/review/{NAME}/pair?a=storm/figures&b=storm/moved")
+    page.wait_for_selector("#aligned")
+    assert page.locator("#aligned tr.moved").count() == 2
+    assert page.locator("#aligned del").count() >= 1
+    assert page.locator("#aligned ins").count() >= 1
+    shared = page.locator("#aligned tr.same td.a").first
+    assert shared.evaluate("c => getComputedStyle(c).backgroundColor") == "rgba(0, 0, 0, 0)"
+    assert page.locator("#aligned del").first.evaluate("m => getComputedStyle(m).backgroundColor") == (
+        "rgb(252, 165, 165)"
+    )
+    assert "contains" in page.inner_text("#containment")
+    _shoot(page, "pair")
+    page.goto(f"{service.base}/review/{NAME}/pair?a=storm/shorter&b=storm/ap")
+    assert "storm/shorter is nearly all inside storm/ap" in page.inner_text("#containment-verdict")
+    # The label form on a pair's page, by button.
+    page.click("#label-not-duplicate")
+    page.wait_for_selector("#saved")
+    assert "not duplicate" in page.inner_text("#current-label")
+    notes = [n for n in browsing.console if "Content Security Policy" in n]
+    assert not notes, notes
+
+
+def test_error_pages_and_the_api_documentation(browsing: Browsing, service: Service) -> None:
+    page = browsing.page
+    response = page.goto(f"{service.base}/review/{NAME}/cluster/987654321")
+    assert response.status == 404
+    assert "Not Found" in page.inner_text("#error-title")
+    assert "no cluster 987654321" in page.inner_text("#error-detail")
+    _shoot(page, "error")
+    response = page.goto(f"{service.base}/review/{NAME}/pairs?low=7")
+    assert response.status == 422
+    assert "low" in page.inner_text("#error-list")
+    # /docs: Swagger UI from this server's own files, the API's operations listed.
+    page.goto(f"{service.base}/review/{NAME}")
+    page.click("#nav-docs")
+    page.wait_for_selector(".opblock", timeout=30_000)
+    summaries = " ".join(page.locator(".opblock-summary-path").all_inner_texts())
+    assert "/v1/collections/{name}/pairs" in summaries.replace("\u200b", "")
+    assert page.locator("#docs-nav a[href='/review/']").count() == 1
+    _shoot(page, "docs")
+    assert browsing.hosts == {urlparse(service.base).netloc}  # nothing fetched from elsewhere
+    notes = [n for n in browsing.console if "Content Security Policy" in n or "Refused" in n]
+    assert not notes, notes
 
 
 def test_chromium_is_where_the_browser_test_looks() -> None:
     """Say plainly when the browser test cannot run here (it is skipped, not passed)."""
-    if not CHROMIUM.exists():
-        pytest.skip("no /usr/bin/chromium: the browser test was skipped (apt-get install -y chromium)")
     assert shutil.which("chromium") is not None

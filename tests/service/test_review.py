@@ -93,7 +93,9 @@ def test_search_by_id_and_text_escape_everything(service: Service) -> None:
         assert "\\u003cscript\\u003e" in members.text  # tojson escapes < and >
         assert "<script>alert" not in members.text
         pair = reader.get(f"/review/{name}/pair", params={"a": "<b>x</b>", "b": "y&z"})
-        assert pair.text.count("<mark>") >= 2
+        assert '<tr class="changed"' in pair.text  # the one sentence, edited: 40,000 and 42,000
+        assert "<del>40,000</del>" in pair.text
+        assert "<ins>42,000</ins>" in pair.text
         assert "Labelling needs a write token" in pair.text
         # A read token cannot label, even with the header.
         label = {"a": "<b>x</b>", "b": "y&z", "label": "duplicate"}

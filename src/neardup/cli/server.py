@@ -51,7 +51,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Serve the HTTP API and the review pages for every collection of the database.
 
     Clients send `Authorization: Bearer <token>` (see `neardup token`). The OpenAPI document is
-    at /openapi.json, the review pages at /review/. Needs `pip install 'neardup[service]'`.
+    at /openapi.json (documented at /docs), the review pages at /review/. Needs
+    `pip install 'neardup[service]'`.
 
     Example: neardup --db postgresql://app@db/archive serve --host 0.0.0.0 --port 8080 --workers 2
     """

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from neardup import __version__
-from neardup.service import logs, problems, review, routes
+from neardup.service import docs, logs, problems, review, routes
 from neardup.service.bodies import BodyTooLargeError, read_body, replay
 from neardup.service.context import DEFAULT_MAX_BODY, Context, Settings
 from neardup.service.fast_query import FastQuery
@@ -79,6 +79,7 @@ def create_app(settings: Settings) -> FastAPI:
     review.install(app)
     app.include_router(routes.router)
     app.include_router(review.router)
+    app.include_router(docs.router)
     app.add_middleware(FastQuery, ctx=ctx)  # inside the body limit: added first, it wraps less
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     return app

@@ -26,6 +26,7 @@ from neardup.errors import (
     SchemaError,
     TextNotStoredError,
 )
+from neardup.service import html
 
 MEDIA_TYPE = "application/problem+json"
 log = logging.getLogger("neardup.service")
@@ -68,8 +69,9 @@ class ProblemError(Exception):
         super().__init__(detail)
         self.status, self.detail, self.extra, self.headers = status, detail, extra or {}, headers
 
-    def response(self, request: Request | None = None) -> JSONResponse:
-        """The problem document."""
+    def response(self, request: Request | None = None) -> Response:
+        """The problem document; for a browser (its Accept header prefers HTML), an error page
+        that says the same."""
         body: dict[str, Any] = {
             "type": "about:blank",
             "title": HTTPStatus(self.status).phrase,
@@ -82,6 +84,10 @@ class ProblemError(Exception):
         headers = self.headers
         if self.status == 503:
             headers = {"Retry-After": str(RETRY_AFTER_SECONDS), **(headers or {})}
+        if request is not None and html.wants_html(request):
+            error = html.page(request, "error.html", self.status, problem=body)
+            error.headers.update(headers or {})
+            return error
         return JSONResponse(body, status_code=self.status, media_type=MEDIA_TYPE, headers=headers)
 
 
@@ -107,11 +113,11 @@ def install(app: FastAPI) -> None:
     """Make every error of the app a problem document."""
 
     @app.exception_handler(ProblemError)
-    async def on_problem(request: Request, exc: ProblemError) -> JSONResponse:
+    async def on_problem(request: Request, exc: ProblemError) -> Response:
         return exc.response(request)
 
     @app.exception_handler(NeardupError)
-    async def on_neardup(request: Request, exc: NeardupError) -> JSONResponse:
+    async def on_neardup(request: Request, exc: NeardupError) -> Response:
         problem = from_error(exc)
         if problem.status == 503:  # the detail the client was not told, without a traceback
             log.warning("%s %s: %s: %s", request.method, request.url.path, UNAVAILABLE, exc)
@@ -120,12 +126,12 @@ def install(app: FastAPI) -> None:
         return problem.response(request)
 
     @app.exception_handler(HTTPException)
-    async def on_http(request: Request, exc: HTTPException) -> JSONResponse:
+    async def on_http(request: Request, exc: HTTPException) -> Response:
         detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
         return ProblemError(exc.status_code, detail, headers=dict(exc.headers or {})).response(request)
 
     @app.exception_handler(RequestValidationError)
-    async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def on_invalid(request: Request, exc: RequestValidationError) -> Response:
         errors = [
             {"location": [str(p) for p in e.get("loc", ())], "detail": str(e.get("msg", ""))}
             for e in exc.errors()
@@ -141,7 +147,7 @@ def install(app: FastAPI) -> None:
         return Response(status_code=400)
 
     @app.exception_handler(Exception)
-    async def on_anything(request: Request, exc: Exception) -> JSONResponse:
+    async def on_anything(request: Request, exc: Exception) -> Response:
         log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
         return ProblemError(500, "the server could not complete the request; the error was logged").response(
             request

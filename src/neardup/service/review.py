@@ -7,62 +7,32 @@ hash. Forms sent with the cookie carry the session's CSRF value; the login form 
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
-import re
 import secrets
-from pathlib import Path
-from typing import Annotated, Any
+from dataclasses import replace
+from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
-import jinja2
-from fastapi import APIRouter, Depends, FastAPI, Form, Request, Security
+from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request, Security
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
+from neardup.core.containment import containment
 from neardup.credentials import digest, new_session
+from neardup.database import Database, DocumentRow, PairQuery, PairRow, Review
 from neardup.service.auth import ANYONE, SESSION_COOKIE, Principal, bearer, context, from_session, from_token
-from neardup.service.diff import side_by_side
+from neardup.service.diff import align
+from neardup.service.html import page as _page
 from neardup.service.problems import ProblemError
 
 router = APIRouter(prefix="/review", include_in_schema=False)
 LOGIN_CSRF_COOKIE = "nd_login_csrf"
 # Clusters per page of the review list, and ids shown per cluster there.
 CLUSTERS_PER_PAGE, IDS_SHOWN = 25, 6
-# Members and pairs listed on a cluster's page.
-MEMBERS_SHOWN, PAIRS_SHOWN = 200, 200
-
-_env = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-)
-_env.filters["q"] = lambda params: urlencode(params)
-
-
-def _style_hash() -> str:
-    """The CSP source of the pages' one inline style sheet (base.html's <style>), by its SHA-256:
-    the pages then run no script and no style but that one, whatever a stored text holds."""
-    base = (Path(__file__).parent / "templates" / "base.html").read_text(encoding="utf-8")
-    found = re.search(r"<style>(.*?)</style>", base, re.DOTALL)
-    if found is None:
-        return "'none'"
-    digest_ = hashlib.sha256(found.group(1).encode("utf-8")).digest()
-    return f"'sha256-{base64.b64encode(digest_).decode()}'"
-
-
-# Every page: no framing (clickjacking a label form), no scripts, nothing fetched from elsewhere,
-# forms posted only here.
-PAGE_HEADERS = {
-    "Cache-Control": "no-store",
-    "X-Frame-Options": "DENY",
-    "X-Content-Type-Options": "nosniff",
-    "Content-Security-Policy": (
-        f"default-src 'none'; style-src {_style_hash()}; img-src 'self'; form-action 'self'; "
-        "frame-ancestors 'none'; base-uri 'none'"
-    ),
-}
+# Members and pairs listed on a cluster's page; pairs a page of the pairs list.
+MEMBERS_SHOWN, PAIRS_SHOWN, PAIRS_PER_PAGE = 200, 200, 50
+Similarity = Annotated[float, Query(ge=0.0, le=1.0)]
+LabelFilter = Literal["all", "unlabelled", "labelled", "duplicate", "not_duplicate"]
 
 
 class LoginRequiredError(Exception):
@@ -80,11 +50,6 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(LoginRequiredError)
     async def to_login(request: Request, exc: LoginRequiredError) -> Response:
         return RedirectResponse("/review/login?" + urlencode({"next": exc.next_path}), status_code=303)
-
-
-def _page(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
-    html = _env.get_template(template).render(request=request, **values)
-    return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)
 
 
 def _no_nul(value: str, what: str) -> str:
@@ -206,12 +171,14 @@ def logout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
 
 @router.get("/", response_class=HTMLResponse)
 def index_page(request: Request, who: Annotated[Principal, Depends(reviewer("read"))]) -> HTMLResponse:
-    """The collections this token may review, with what their labels say of the threshold."""
+    """The collections this token may review, each with its counts and what its labels say of
+    the threshold."""
     db = context(request).db
     rows = db.collections(counts=False)
     names = [c.name for c in rows if who.collection is None or who.collection == c.name]
+    counts = {n: db.review(n).counts() for n in names}
     advice = {n: db.labels.advise(n) for n in names}
-    return _page(request, "home.html", who=who, names=names, advice=advice)
+    return _page(request, "home.html", who=who, names=names, counts=counts, advice=advice)
 
 
 # -- a collection ---------------------------------------------------------------------------------
@@ -239,6 +206,8 @@ def clusters_page(
         name=here.name,
         threshold=here.threshold,
         clusters=rows,
+        titles=here.titles([c.representative for c in rows]),
+        counts=here.counts(),
         following=following,
     )
 
@@ -247,12 +216,14 @@ def clusters_page(
 def cluster_page(
     request: Request, collection: str, cluster: int, who: Annotated[Principal, Depends(reviewer("read"))]
 ) -> HTMLResponse:
-    """A cluster's members with their metadata, and its pairs, most similar first."""
+    """A cluster's members (with titles and metadata), then its pairs, most similar first, each
+    with its label."""
     here = context(request).db.review(collection)
     members = here.cluster_members(cluster, MEMBERS_SHOWN + 1)
-    pairs = here.cluster_pairs(cluster, PAIRS_SHOWN + 1)
     if not members:
         raise ProblemError(404, f"no cluster {cluster} in collection {here.name!r}")
+    pairs = here.cluster_pairs(cluster, PAIRS_SHOWN + 1)[:PAIRS_SHOWN]
+    ids = [m for m, _ in members[:MEMBERS_SHOWN]] + [x for a, b, _, _ in pairs for x in (a, b)]
     return _page(
         request,
         "cluster.html",
@@ -261,9 +232,43 @@ def cluster_page(
         cluster=cluster,
         members=members[:MEMBERS_SHOWN],
         more_members=len(members) > MEMBERS_SHOWN,
-        pairs=pairs[:PAIRS_SHOWN],
-        more_pairs=len(pairs) > PAIRS_SHOWN,
+        pairs=pairs,
+        more_pairs=len(pairs) >= PAIRS_SHOWN,
+        labels=here.labels_of([(a, b) for a, b, _, _ in pairs]),
+        titles=here.titles(ids),
     )
+
+
+def _pair_view(db: Database, here: Review, doc_a: DocumentRow, doc_b: DocumentRow) -> dict[str, Any]:
+    """What the pair page and the queue show of two documents: the stored similarity, the texts
+    aligned, how much of each the other contains, and the label."""
+    a, b = doc_a.id, doc_b.id
+    both = doc_a.text is not None and doc_b.text is not None
+    params = here.params() if both else None
+    contained = (
+        containment(doc_a.text or "", doc_b.text or "", params.shingle, params.k, params.normalization)
+        if params is not None
+        else None
+    )
+    return {
+        "threshold": here.threshold,
+        "a": doc_a,
+        "b": doc_b,
+        "stored": here.pair(a, b) if a != b else None,
+        "view": align(doc_a.text or "", doc_b.text or "") if both else None,
+        "contained": contained,
+        "shingling": f"{params.shingle} {params.k}-grams" if params is not None else "",
+        "label": db.labels.get(here.name, a, b) if a != b else None,
+    }
+
+
+def _documents(here: Review, a: str, b: str) -> tuple[DocumentRow, DocumentRow]:
+    doc_a, doc_b = here.document(_no_nul(a, "'a'")), here.document(_no_nul(b, "'b'"))
+    if doc_a is None or doc_b is None:
+        raise ProblemError(
+            404, f"no document {(a if doc_a is None else b)!r:.200} in collection {here.name!r}"
+        )
+    return doc_a, doc_b
 
 
 @router.get("/{collection}/pair", response_class=HTMLResponse)
@@ -275,32 +280,120 @@ def pair_page(
     who: Annotated[Principal, Depends(reviewer("read"))],
     saved: bool = False,
 ) -> HTMLResponse:
-    """Two documents side by side: shared passages marked, the similarity and how it was measured."""
-    _no_nul(a, "'a'")
-    _no_nul(b, "'b'")
+    """Two documents aligned passage by passage, what differs marked; the similarity, how it was
+    measured, and how much of each the other contains; the label form."""
     db = context(request).db
     here = db.review(collection)
-    doc_a, doc_b = here.document(a), here.document(b)
-    if doc_a is None or doc_b is None:
-        raise ProblemError(
-            404, f"no document {(a if doc_a is None else b)!r:.200} in collection {here.name!r}"
-        )
-    stored = here.pair(a, b) if a != b else None
-    label = db.labels.get(here.name, a, b) if a != b else None
-    view = side_by_side(doc_a.text or "", doc_b.text or "") if doc_a.text and doc_b.text else None
+    doc_a, doc_b = _documents(here, a, b)
     return _page(
         request,
         "pair.html",
         who=who,
         name=here.name,
-        threshold=here.threshold,
-        a=doc_a,
-        b=doc_b,
-        stored=stored,
-        view=view,
-        label=label,
         saved=saved,
         can_label=who.access in ("write", "admin"),
+        back="",
+        **_pair_view(db, here, doc_a, doc_b),
+    )
+
+
+def _key(k: float | None, a: str | None, b: str | None) -> tuple[float, str, str] | None:
+    """The listing key (sort key, id_a, id_b) of a page link, or None when it names none."""
+    if k is None or a is None or b is None:
+        return None
+    return k, _no_nul(a, "'a'"), _no_nul(b, "'b'")
+
+
+def _queue_url(name: str, row: PairRow, go: str, **extra: str) -> str:
+    return f"/review/{name}/queue?" + urlencode(
+        {"k": repr(row.key), "a": row.id_a, "b": row.id_b, "go": go, **extra}
+    )
+
+
+@router.get("/{collection}/queue", response_class=HTMLResponse)
+def queue_page(
+    request: Request,
+    collection: str,
+    who: Annotated[Principal, Depends(reviewer("read"))],
+    k: float | None = None,
+    a: str | None = None,
+    b: str | None = None,
+    go: Literal["here", "next", "prev"] = "here",
+    last_a: str | None = None,
+    last_b: str | None = None,
+) -> HTMLResponse:
+    """The review queue: one unlabelled pair at a time, nearest the threshold first (the pairs a
+    reviewer is least sure of), with previous and next, and how many are left."""
+    db = context(request).db
+    here = db.review(collection)
+    key = _key(k, a, b)
+    first = PairQuery("queue", "unlabelled")
+    rows = here.pair_rows(replace(first, after=key, descending=go == "prev", inclusive=go == "here"), 1)
+    if not rows and key is not None and go == "prev":  # before the first: the first
+        rows = here.pair_rows(first, 1)
+    current = rows[0] if rows else None
+    before, left = here.queue_counts((current.key, current.id_a, current.id_b) if current else None)
+    last = None
+    if last_a is not None and last_b is not None and "\x00" not in last_a + last_b:
+        last = db.labels.get(here.name, last_a, last_b)
+    values: dict[str, Any] = {"current": current, "left": left, "last": last, "position": 0}
+    values["threshold"] = here.threshold
+    if current is not None:
+        values["position"] = before + 1
+        values["previous_url"] = _queue_url(here.name, current, "prev")
+        values["next_url"] = _queue_url(here.name, current, "next")
+        values["after_label_url"] = _queue_url(
+            here.name, current, "next", last_a=current.id_a, last_b=current.id_b
+        )
+        doc_a, doc_b = _documents(here, current.id_a, current.id_b)
+        values.update(_pair_view(db, here, doc_a, doc_b))
+    return _page(
+        request,
+        "queue.html",
+        who=who,
+        name=here.name,
+        at_end=key is not None and current is None,
+        can_label=who.access in ("write", "admin"),
+        **values,
+    )
+
+
+@router.get("/{collection}/pairs", response_class=HTMLResponse)
+def pairs_list(
+    request: Request,
+    collection: str,
+    who: Annotated[Principal, Depends(reviewer("read"))],
+    labels: LabelFilter = "all",
+    low: Similarity = 0.0,
+    high: Similarity = 1.0,
+    order: Literal["desc", "asc", "queue"] = "desc",
+    k: float | None = None,
+    a: str | None = None,
+    b: str | None = None,
+) -> HTMLResponse:
+    """Pairs of documents sorted by similarity (or nearest the threshold first), filtered by label
+    and by a similarity range, a page at a time."""
+    here = context(request).db.review(collection)
+    key = _key(k, a, b)
+    asked = PairQuery("queue" if order == "queue" else "similarity", labels, low, high, key, order == "desc")
+    rows = here.pair_rows(asked, PAIRS_PER_PAGE + 1)
+    filters = {"labels": labels, "low": low, "high": high, "order": order}
+    following = None
+    if len(rows) > PAIRS_PER_PAGE:
+        rows = rows[:PAIRS_PER_PAGE]
+        last = rows[-1]
+        following = {**filters, "k": repr(last.key), "a": last.id_a, "b": last.id_b}
+    return _page(
+        request,
+        "pairs.html",
+        who=who,
+        name=here.name,
+        threshold=here.threshold,
+        rows=rows,
+        titles=here.titles([x for r in rows for x in (r.id_a, r.id_b)]),
+        filters=filters,
+        following=following,
+        paged=key is not None,
     )
 
 
@@ -314,26 +407,39 @@ def label_pair(
     who: Annotated[Principal, Depends(reviewer("write"))],
     note: Annotated[str, Form()] = "",
     csrf: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "",
 ) -> Response:
-    """Label a pair (write); back to the pair's page."""
+    """Label a pair (write); then to ``next`` (a review page: the queue's next pair), or back to
+    the pair's page."""
     _check_csrf(who, csrf)
     if "\x00" in a + b + note:
         raise ProblemError(422, "the form holds a NUL character")
     context(request).db.labels.put(collection, a, b, label, note, who.token_id, who.name)
     target = f"/review/{collection}/pair?" + urlencode({"a": a, "b": b, "saved": "true"})
-    return RedirectResponse(target, status_code=303)
+    return RedirectResponse(_safe_next(next) if next else target, status_code=303)
 
 
 @router.get("/{collection}/document", response_class=HTMLResponse)
 def document_page(
     request: Request, collection: str, id: str, who: Annotated[Principal, Depends(reviewer("read"))]
 ) -> HTMLResponse:
-    """Search by id: the document, its metadata and its near-duplicates."""
+    """Search by id: the document, its metadata and its near-duplicates with their labels."""
     here = context(request).db.review(collection)
     doc = here.document(id) if "\x00" not in id else None
     found = here.document_pairs(id) if doc is not None else []
     status = 200 if doc is not None else 404
-    return _page(request, "document.html", status, who=who, name=here.name, id=id, doc=doc, pairs=found)
+    return _page(
+        request,
+        "document.html",
+        status,
+        who=who,
+        name=here.name,
+        id=id,
+        doc=doc,
+        pairs=found,
+        titles=here.titles([other for other, _, _ in found]),
+        labels=here.labels_of([(id, other) for other, _, _ in found]),
+    )
 
 
 @router.post("/{collection}/search", response_class=HTMLResponse)
@@ -348,4 +454,5 @@ def search(
     _check_csrf(who, csrf)
     with context(request).indexes.index(collection) as index:
         hits = index.query(text, limit=100)
-    return _page(request, "matches.html", who=who, name=collection, text=text, matches=hits)
+    titles = context(request).db.review(collection).titles([doc_id for doc_id, _ in hits])
+    return _page(request, "matches.html", who=who, name=collection, text=text, matches=hits, titles=titles)

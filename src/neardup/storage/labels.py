@@ -122,6 +122,24 @@ def verdicts(scope: Scope) -> tuple[int, int]:
     return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
 
+def labels_of(scope: Scope, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """The labels of those of ``pairs`` (each in either order) that are labelled in the scope's
+    collection, keyed by the pair with its smaller id first."""
+    if not pairs:
+        return {}
+    ordered = sorted({(min(a, b), max(a, b)) for a, b in pairs})
+    with translated("reading labels"):
+        rows = scope.conn.execute(
+            scope.sql(
+                "SELECT l.id_a, l.id_b, l.label FROM {s}.labels l "
+                "JOIN unnest(%s::text[], %s::text[]) AS x(a, b) ON l.id_a = x.a AND l.id_b = x.b "
+                "WHERE l.collection_id = %s"
+            ),
+            ([a for a, _ in ordered], [b for _, b in ordered], scope.collection_id),
+        ).fetchall()
+    return {(a, b): label for a, b, label in rows}
+
+
 def labelled_similarities(scope: Scope) -> tuple[list[float], list[bool]]:
     """The labelled pairs that are stored pairs of the scope's collection now: (their similarity,
     whether each was labelled duplicate)."""

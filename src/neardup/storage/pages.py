@@ -7,10 +7,12 @@ Each function reads on the caller's connection with the scope's collection; none
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from neardup.storage.connect import translated
+from neardup.storage.connect import transaction, translated
 from neardup.storage.names import KEY_TABLE, PARTITIONED_TABLES
 from neardup.storage.scope import Scope
 
@@ -194,3 +196,155 @@ def delete_collection(here: Scope) -> None:
     for table in (*PARTITIONED_TABLES, KEY_TABLE):
         here.conn.execute(here.sql(f"DROP TABLE IF EXISTS {{{table}_p}}"))
     here.conn.execute(here.sql("DELETE FROM {s}.collections WHERE collection_id = %s"), (here.collection_id,))
+
+
+# -- the review loop: pairs in an order, filtered by label and similarity ---------------------------
+
+# How far a title or snippet of a document may run in a listing (characters).
+TITLE_CHARS = 120
+# What a pairs listing may be ordered by: its key expression over pair_list (``p``). "queue" is
+# the distance from the threshold, nearest first: the pairs a reviewer is least sure of.
+PAIR_ORDERS = {"queue": "abs(p.similarity - %(t)s)", "similarity": "p.similarity"}
+# Which pairs a listing keeps by their label: every one, unlabelled, labelled, or one verdict.
+LABEL_FILTERS = ("all", "unlabelled", "labelled", "duplicate", "not_duplicate")
+
+
+@contextmanager
+def _planned_without_jit(scope: Scope, doing: str) -> Iterator[None]:
+    """A read transaction that PostgreSQL plans without JIT compilation. pair_list's planner
+    estimates are far too high (its identical-copies half is a self-join of documents estimated
+    at many times their number of rows), which puts a plain listing above ``jit_above_cost``;
+    compiling the plan then costs many times what running it does."""
+    with translated(doing), transaction(scope.conn):
+        scope.conn.execute("SET LOCAL jit = off")
+        yield
+
+
+@dataclass(frozen=True)
+class PairRow:
+    """A pair of documents in a listing: ids (smaller first), similarity, method, its label (None
+    when unlabelled) and the listing's sort key (to start the next page after it)."""
+
+    id_a: str
+    id_b: str
+    similarity: float
+    method: str
+    label: str | None
+    key: float
+
+
+def _label_clause(which: str) -> str:
+    if which not in LABEL_FILTERS:
+        raise ValueError(f"label filter must be one of {LABEL_FILTERS}, got {which!r}")
+    return {
+        "all": "",
+        "unlabelled": "AND l.label IS NULL ",
+        "labelled": "AND l.label IS NOT NULL ",
+        "duplicate": "AND l.label = 'duplicate' ",
+        "not_duplicate": "AND l.label = 'not_duplicate' ",
+    }[which]
+
+
+@dataclass(frozen=True)
+class PairQuery:
+    """Which pairs of documents a listing shows, in what order: ``order`` ("queue": distance from
+    the threshold, nearest first; "similarity"), then ids, ascending unless ``descending``; those
+    with similarity in [low, high] and a label as ``labels`` says (one of LABEL_FILTERS); starting
+    after the key (sort key, id_a, id_b) ``after``, or at it when ``inclusive``."""
+
+    order: str = "similarity"
+    labels: str = "all"
+    low: float = 0.0
+    high: float = 1.0
+    after: tuple[float, str, str] | None = None
+    descending: bool = False
+    inclusive: bool = False
+
+
+def pair_rows(scope: Scope, threshold: float, query: PairQuery, limit: int) -> list[PairRow]:
+    """Up to ``limit`` pairs of documents as ``query`` asks, the collection's threshold being
+    ``threshold``."""
+    key = PAIR_ORDERS[query.order]
+    direction, compare = ("DESC", "<") if query.descending else ("ASC", ">")
+    compare += "=" if query.inclusive else ""
+    params: dict[str, Any] = {
+        "c": scope.collection_id,
+        "t": threshold,
+        "lo": query.low,
+        "hi": query.high,
+        "n": limit,
+    }
+    sql = (
+        f"SELECT p.id_a, p.id_b, p.similarity, p.method, l.label, {key} AS k FROM {{s}}.pair_list p "
+        "LEFT JOIN {s}.labels l ON l.collection_id = p.collection_id AND l.id_a = p.id_a "
+        "AND l.id_b = p.id_b WHERE p.collection_id = %(c)s AND p.similarity BETWEEN %(lo)s AND %(hi)s "
+        + _label_clause(query.labels)
+    )
+    if query.after is not None:
+        sql += f"AND ({key}, p.id_a, p.id_b) {compare} (%(k)s, %(a)s, %(b)s) "
+        params.update(k=query.after[0], a=query.after[1], b=query.after[2])
+    sql += f"ORDER BY k {direction}, p.id_a {direction}, p.id_b {direction} LIMIT %(n)s"
+    with _planned_without_jit(scope, "reading a page of pairs"):
+        rows = scope.conn.execute(scope.sql(sql), params).fetchall()
+    return [PairRow(a, b, float(s), m, lab, float(k)) for a, b, s, m, lab, k in rows]
+
+
+def queue_counts(scope: Scope, threshold: float, key: tuple[float, str, str] | None) -> tuple[int, int]:
+    """Of the unlabelled pairs of documents: how many come before ``key`` in the queue's order
+    (distance from ``threshold``, then ids; 0 when ``key`` is None), and how many there are; in
+    one pass over the pairs."""
+    before = "false"
+    params: dict[str, Any] = {"c": scope.collection_id, "t": threshold}
+    if key is not None:
+        before = f"({PAIR_ORDERS['queue']}, p.id_a, p.id_b) < (%(k)s, %(a)s, %(b)s)"
+        params.update(k=key[0], a=key[1], b=key[2])
+    query = (
+        f"SELECT count(*) FILTER (WHERE {before}), count(*) FROM {{s}}.pair_list p "
+        "LEFT JOIN {s}.labels l ON l.collection_id = p.collection_id AND l.id_a = p.id_a "
+        "AND l.id_b = p.id_b WHERE p.collection_id = %(c)s " + _label_clause("unlabelled")
+    )
+    with _planned_without_jit(scope, "counting the review queue"):
+        row = scope.conn.execute(scope.sql(query), params).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def review_counts(scope: Scope) -> dict[str, int]:
+    """Documents, clusters, pairs of documents (identical copies included, as pair_list lists
+    them), how many of those pairs are labelled, and how many are left to review."""
+    query = (
+        "SELECT (SELECT count(*) FROM {documents_p}), "
+        "(SELECT count(DISTINCT cluster) FROM {s}.cluster_list WHERE collection_id = %(c)s), "
+        "count(p.id_a), count(l.label) FROM {s}.pair_list p LEFT JOIN {s}.labels l "
+        "ON l.collection_id = p.collection_id AND l.id_a = p.id_a AND l.id_b = p.id_b "
+        "WHERE p.collection_id = %(c)s"
+    )
+    with _planned_without_jit(scope, "counting a collection for review"):
+        row = scope.conn.execute(scope.sql(query), {"c": scope.collection_id}).fetchone()
+    documents, clusters, pairs, labelled = (int(v) for v in row) if row else (0, 0, 0, 0)
+    return {
+        "documents": documents,
+        "clusters": clusters,
+        "document_pairs": pairs,
+        "labelled": labelled,
+        "left": pairs - labelled,
+    }
+
+
+def titles(scope: Scope, ids: list[str]) -> dict[str, str]:
+    """A short line for each of ``ids`` that is a document: its metadata's ``title`` (or
+    ``headline``) when it has one, else the start of its text; "" when neither is stored."""
+    if not ids:
+        return {}
+    with translated("reading documents' titles"):
+        rows = scope.conn.execute(
+            scope.sql(
+                "SELECT external_id, coalesce(meta->>'title', meta->>'headline', left(text, %s), '') "
+                "FROM {documents_p} WHERE external_id = ANY(%s)"
+            ),
+            (TITLE_CHARS * 2, sorted(set(ids))),
+        ).fetchall()
+    out = {}
+    for doc_id, line in rows:
+        line = " ".join(str(line).split())
+        out[doc_id] = line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
+    return out
