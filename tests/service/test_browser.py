@@ -3,13 +3,16 @@
 Log in with a token; work the review queue with the keyboard (j / k to move, d / n to label);
 filter and sort the pairs list; open a cluster (members first) and a pair (passages aligned,
 containment); see an HTML error page; open the API documentation (/docs), served from this server
-only. Each page's screenshot is saved under ``docs/review/`` (the README shows them): running this
-module again redoes them.
+only. Each page is photographed; with ``NEARDUP_SCREENSHOTS=docs/review`` the pictures are kept
+there (the README shows them), so ``NEARDUP_SCREENSHOTS=docs/review pytest tests/service/test_browser.py``
+redoes them; otherwise they go to the test's temporary folder and the working tree stays clean.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import closing
 from dataclasses import dataclass
@@ -25,7 +28,7 @@ from tests.service.conftest import Service, make_token
 from tests.service.review_data import documents
 
 CHROMIUM = Path("/usr/bin/chromium")
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "review"
+ROOT = Path(__file__).resolve().parents[2]
 NAME = "browser"
 THRESHOLD = 0.3
 
@@ -35,11 +38,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def _shots() -> Path:
+    """Where the screenshots go: $NEARDUP_SCREENSHOTS (relative to the checkout), else a temporary folder."""
+    chosen = os.environ.get("NEARDUP_SCREENSHOTS")
+    return ROOT / chosen if chosen else Path(tempfile.gettempdir()) / "neardup-review-shots"
+
+
 def _shoot(page: Any, name: str) -> None:
-    """A full-page screenshot into docs/review/NAME.png."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
-    assert (SHOTS / f"{name}.png").stat().st_size > 10_000
+    """A full-page screenshot NAME.png (see _shots), checked to hold a picture."""
+    shots = _shots()
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+    assert (shots / f"{name}.png").stat().st_size > 10_000
 
 
 def _labels(database_url: str, schema: str) -> list[tuple[str, str, str, str]]:
