@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from neardup.config import DEFAULT_THRESHOLD
 from neardup.credentials import ACCESS_LEVELS, digest, new_secret, shown_prefix
 from neardup.errors import CollectionNotFoundError, ParamsError
-from neardup.storage import catalog, labels, migrate, pages, statistics, tokens
+from neardup.storage import catalog, changes, labels, migrate, pages, statistics, tokens
+from neardup.storage.changes import Change, ChangesPage
 from neardup.storage.connect import redacted, transaction, translated
 from neardup.storage.labels import LABELS, LabelRow
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name, check_schema_name
@@ -192,6 +193,37 @@ class Database:
             pages.delete_collection(scope.with_collection(row.collection_id, row.distributed))
         return True
 
+    # -- the changes feed --------------------------------------------------------------------------
+
+    def changes(self, name: str, since: int = 0, *, limit: int = 1000, timeout: float = 0.0) -> ChangesPage:
+        """Up to ``limit`` changes of the collection numbered after ``since``, in the order their
+        writes committed, and the ``since`` to ask with next; with ``timeout`` > 0, waits up to that
+        many seconds for a first one. ChangesGoneError when some after ``since`` are no longer
+        kept, ChangesFeedError when the collection keeps no feed."""
+        since, limit, timeout = _feed_request(since, limit, timeout)
+        with self._collection_scope(name) as scope, translated(f"reading the changes of {name!r}"):
+            found = changes.page(scope, name, since, limit)
+        if found.changes or timeout == 0:
+            return found
+        return changes.wait(self.url, scope, name, since, limit, timeout)
+
+    def changes_feed(self, name: str, on: bool, retention_hours: int | None = None) -> None:
+        """Turn the collection's changes feed on, keeping each change ``retention_hours`` (None:
+        every one), or off, deleting its changes; under the collection's writer lock, so every
+        write after this one is numbered (or none)."""
+        retention = changes.retention(on, retention_hours)
+        with (
+            self._scope() as scope,
+            translated(f"turning the changes feed of {name!r} {'on' if on else 'off'}"),
+            transaction(scope.conn),
+        ):
+            row = self._row(scope, name)
+            if on and row.distributed:
+                raise ParamsError(f"collection {name!r} is distributed: it keeps no changes feed (yet)")
+            mine = scope.with_collection(row.collection_id, row.distributed)
+            catalog.get(mine, name, lock=True)
+            changes.set_feed(mine, on, retention)
+
     # -- reads of one collection for the review pages ------------------------------------------------
 
     def review(self, collection: str) -> Review:
@@ -207,6 +239,16 @@ class Database:
             with translated(f"reading collection {name!r}"):
                 row = self._row(scope, name)
             yield scope.with_collection(row.collection_id, row.distributed)
+
+
+def _feed_request(since: object, limit: object, timeout: object) -> tuple[int, int, float]:
+    """A request of the changes feed, checked: since >= 0, limit >= 1, timeout >= 0 seconds."""
+    for value, what, low in ((since, "since", 0), (limit, "limit", 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ParamsError(f"{what} must be a whole number, at least {low}, got {value!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 <= timeout < float("inf"):
+        raise ParamsError(f"timeout must be a number of seconds, at least 0, got {timeout!r}")
+    return int(since), int(limit), float(timeout)  # type: ignore[call-overload]
 
 
 def _counts(scope: Scope, row: catalog.CollectionRow) -> dict[str, int]:
@@ -400,6 +442,8 @@ class Labels:
 __all__ = [
     "DEFAULT_SCHEMA",
     "LABELS",
+    "Change",
+    "ChangesPage",
     "ClusterRow",
     "CollectionInfo",
     "Database",

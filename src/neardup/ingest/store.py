@@ -121,7 +121,7 @@ def store_pairs(ctx: BatchContext, found: Verified) -> None:
     # Stored as content_a < content_b.
     left, right = np.minimum(found.left, found.right), np.maximum(found.left, found.right)
     _copy_pairs(ctx, left, right, found.similarity)
-    _merge_clusters(ctx.scope, left, right)
+    ctx.feed.clusters_merged(*_merge_clusters(ctx.scope, left, right))
 
 
 @stage("pairs: binary COPY")
@@ -131,7 +131,8 @@ def _copy_pairs(ctx: BatchContext, left: np.ndarray, right: np.ndarray, sim: np.
 
 
 @stage("merge clusters")
-def _merge_clusters(scope: Scope, left: np.ndarray, right: np.ndarray) -> None:
+def _merge_clusters(scope: Scope, left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Join the clusters of the pairs' ends; returns the labels merged and the label each took."""
     ends = np.unique(np.concatenate([left, right]))
     labels = contents.cluster_labels(scope, ends.tolist())
     label_of = np.array([labels[i] for i in ends.tolist()], dtype=np.int64)
@@ -141,6 +142,7 @@ def _merge_clusters(scope: Scope, left: np.ndarray, right: np.ndarray) -> None:
     changed = merged != nodes
     if changed.any():
         contents.relabel_clusters(scope, nodes[changed].tolist(), merged[changed].tolist())
+    return nodes[changed], merged[changed]
 
 
 @stage("drop orphaned contents")
@@ -159,7 +161,9 @@ def drop_orphans(ctx: BatchContext, content_ids: Sequence[int]) -> list[int]:
     members = contents.cluster_members(scope, sorted(set(clusters_hit)))
     if members:
         left, right = verified_pairs.among(scope, members)
-        contents.set_labels(scope, members, component_labels(members, left, right).tolist())
+        labels = component_labels(members, left, right).tolist()
+        ctx.feed.clusters_relabelled(scope, members, labels)
+        contents.set_labels(scope, members, labels)
     return orphan_ids
 
 
