@@ -20,13 +20,13 @@ from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED,
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import Params
 from neardup.core.shingle import ShingleKind
+from neardup.database import ChangesPage, Database
 from neardup.errors import (
     CollectionExistsError,
     NeardupError,
     ParamsError,
     UnicodeVersionWarning,
 )
-from neardup.database import ChangesPage, Database
 from neardup.evaluation import Evaluation
 from neardup.ingest import DEFAULT_BATCH_SIZE, AddResult, Writer, parallel
 from neardup.ingest.collection import config_of, open_collection

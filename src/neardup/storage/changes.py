@@ -111,7 +111,9 @@ def retention(on: bool | None, hours: int | None) -> timedelta | None:
     if hours is None:
         return None
     if isinstance(hours, bool) or not isinstance(hours, int) or hours < 1:
-        raise ParamsError(f"changes_retention_hours must be a whole number of hours, at least 1, got {hours!r}")
+        raise ParamsError(
+            f"changes_retention_hours must be a whole number of hours, at least 1, got {hours!r}"
+        )
     if not on:
         raise ParamsError("changes_retention_hours is the changes feed's: give it with changes_feed")
     return timedelta(hours=hours)
@@ -137,9 +139,7 @@ def touch(scope: Scope, external_ids: Sequence[str] | None) -> None:
             params,
         )
     pairs = _ALL_PAIRS if external_ids is None else _PAIRS_OF_TOUCHED
-    scope.conn.execute(
-        scope.sql(f"CREATE TEMP TABLE neardup_pairs_before ON COMMIT DROP AS {pairs}"), params
-    )
+    scope.conn.execute(scope.sql(f"CREATE TEMP TABLE neardup_pairs_before ON COMMIT DROP AS {pairs}"), params)
 
 
 # The changes of a transaction: the rebuild, documents, pairs gone, pairs new or re-measured,
