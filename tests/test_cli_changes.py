@@ -30,23 +30,31 @@ def test_changes_lists_the_writes_and_resumes_from_the_printed_since(cli: Run, t
     assert cli("remove", "a")[0] == 0
     status, out, err = cli("changes", "--since", str(rows[-1]["seq"]), "--format", "tsv")
     lines = out.splitlines()
-    assert status == 0 and lines[0].split("\t")[:3] == ["seq", "at", "kind"]
+    assert status == 0
+    assert lines[0].split("\t")[:3] == ["seq", "at", "kind"]
     # a's content was the cluster's label: what is left of the cluster (b) takes another.
-    assert [line.split("\t")[2] for line in lines[1:]] == ["document.removed", "pair.removed", "cluster.split"]
+    assert [line.split("\t")[2] for line in lines[1:]] == [
+        "document.removed",
+        "pair.removed",
+        "cluster.split",
+    ]
 
 
 def test_a_since_no_longer_kept_or_no_feed_exits_non_zero(cli: Run) -> None:
     assert cli("init")[0] == 0
     status, _, err = cli("changes")
-    assert status == 1 and "keeps no changes feed" in err
+    assert status == 1
+    assert "keeps no changes feed" in err
     assert cli("add", "-", stdin='{"id": "x", "text": "written before the feed"}\n')[0] == 0
     status, _, err = cli("changes-feed", "on", "--retention-hours", "24")
     assert status == 0, err
     status, _, err = cli("changes", "--since", "0")
-    assert status == 1 and "no longer all kept" in err
+    assert status == 1
+    assert "no longer all kept" in err
     assert cli("changes-feed", "off")[0] == 0
     status, _, err = cli("changes-feed", "off", "--retention-hours", "3")
-    assert status == 1 and "give it with changes_feed" in err
+    assert status == 1
+    assert "give it with changes_feed" in err
 
 
 def test_follow_prints_each_write_as_it_commits(database_url: str, schema: str, cli: Run) -> None:
@@ -66,7 +74,10 @@ def test_follow_prints_each_write_as_it_commits(database_url: str, schema: str, 
             reader = threading.Thread(target=read)
             reader.start()
             for doc in ("one", "two", "three"):
-                assert cli("add", "-", stdin=json.dumps({"id": doc, "text": f"text number {doc}"}) + "\n")[0] == 0
+                assert (
+                    cli("add", "-", stdin=json.dumps({"id": doc, "text": f"text number {doc}"}) + "\n")[0]
+                    == 0
+                )
             reader.join(120)  # a liveness bound: each line comes at its commit
             assert not reader.is_alive()
         finally:

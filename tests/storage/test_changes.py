@@ -34,7 +34,9 @@ def _replay(changes: list[Change]) -> tuple[set[str], dict[tuple[str, str], floa
             assert c.id in docs, c
             docs.discard(c.id)
         elif c.kind == "pair.added":
-            assert c.id_a is not None and c.id_b is not None and c.jaccard is not None
+            assert c.id_a is not None
+            assert c.id_b is not None
+            assert c.jaccard is not None
             pairs[(c.id_a, c.id_b)] = c.jaccard
         elif c.kind == "pair.removed":
             assert (c.id_a, c.id_b) in pairs, c
@@ -98,14 +100,17 @@ def test_a_chain_merges_two_clusters_and_removing_its_link_splits_them(
         start = db.changes(index.name, 0).last_seq
         index.add([("link", link)])
         merged = [c for c in _all(db, index.name, start) if c.kind == "cluster.merged"]
-        assert len(merged) == 1 and merged[0].clusters is not None
+        assert len(merged) == 1
+        assert merged[0].clusters is not None
         kept = merged[0].cluster
-        assert len(merged[0].clusters) == 2 and kept not in merged[0].clusters  # two clusters and link's
+        assert len(merged[0].clusters) == 2
+        assert kept not in merged[0].clusters
         start = db.changes(index.name, start).last_seq
         index.remove(["link"])
         split = [c for c in _all(db, index.name, start) if c.kind == "cluster.split"]
         assert [c.cluster for c in split] == [kept]
-        assert split[0].clusters is not None and len(split[0].clusters) == 2
+        assert split[0].clusters is not None
+        assert len(split[0].clusters) == 2
 
 
 def test_a_collection_without_the_feed_writes_no_change(
@@ -114,9 +119,8 @@ def test_a_collection_without_the_feed_writes_no_change(
     index = make_index(**GENEROUS)
     index.add(planted_corpus(n_sources=3, copies=2, seed=4))
     index.remove(["s000"])
-    with Database(database_url, schema) as db:
-        with pytest.raises(ChangesFeedError, match="keeps no changes feed"):
-            db.changes(index.name)
+    with Database(database_url, schema) as db, pytest.raises(ChangesFeedError, match="keeps no changes feed"):
+        db.changes(index.name)
     with psycopg.connect(psycopg_url(database_url)) as conn:
         row = conn.execute(
             f'SELECT count(*) FROM "{schema}".changes c JOIN "{schema}".collections k USING (collection_id) '
@@ -157,7 +161,7 @@ def test_changes_older_than_the_retention_go_and_their_since_is_refused(
     index.add([("a", "first text of several words"), ("b", "second text of several words")])
     with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
         conn.execute(
-            f'UPDATE "{schema}".changes SET at = at - interval \'2 hours\' WHERE collection_id = '
+            f"UPDATE \"{schema}\".changes SET at = at - interval '2 hours' WHERE collection_id = "
             f'(SELECT collection_id FROM "{schema}".collections WHERE name = %s)',
             (index.name,),
         )
@@ -166,11 +170,13 @@ def test_changes_older_than_the_retention_go_and_their_since_is_refused(
         index.add([("c", "third text of several words")])  # a write prunes
         with pytest.raises(ChangesGoneError, match=f"answers from since={aged}"):
             db.changes(index.name, aged - 1)
-        assert [(c.kind, c.id) for c in db.changes(index.name, aged).changes][0] == ("document.added", "c")
+        assert next((c.kind, c.id) for c in db.changes(index.name, aged).changes) == ("document.added", "c")
     assert index.stats().bytes_by_table["changes"][0] > 0
 
 
-def test_bad_settings_and_requests_are_refused(make_index: Callable[..., Index], database_url: str, schema: str) -> None:
+def test_bad_settings_and_requests_are_refused(
+    make_index: Callable[..., Index], database_url: str, schema: str
+) -> None:
     with pytest.raises(ParamsError, match="give it with changes_feed"):
         make_index(changes_retention_hours=5)
     with pytest.raises(ParamsError, match="at least 1"):
@@ -215,7 +221,9 @@ def test_consumers_racing_writers_see_every_write_once_in_commit_order(
             with Index.open(database_url, name, schema=schema) as index:
                 for r in range(rounds):
                     mine = [f"w{w}.{r}.{k}" for k in range(2)]
-                    index.add([(i, f"writer {w} round {r} doc {i} " + " ".join(map(str, range(r)))) for i in mine])
+                    index.add(
+                        [(i, f"writer {w} round {r} doc {i} " + " ".join(map(str, range(r)))) for i in mine]
+                    )
                     expected[w] += [("document.added", i) for i in mine]
                     if rng.random() < 0.4:
                         index.remove(mine[:1])
