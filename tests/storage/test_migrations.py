@@ -28,6 +28,7 @@ TABLES = {
     "signatures",
     "buckets",
     "pairs",
+    "changes",
     "tokens",
     "sessions",
     "labels",
