@@ -118,6 +118,16 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         rebuild=False,
     ),
     Parameter(
+        "shards",
+        int,
+        None,
+        "with distributed: shards per table, for a schema's first distributed collection",
+        low=1,
+        nullable=True,
+        unset="Citus's citus.shard_count",
+        rebuild=False,
+    ),
+    Parameter(
         "changes_feed",
         bool,
         None,
@@ -134,16 +144,6 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         low=1,
         nullable=True,
         unset="every change",
-        rebuild=False,
-    ),
-    Parameter(
-        "shards",
-        int,
-        None,
-        "with distributed: shards per table, for a schema's first distributed collection",
-        low=1,
-        nullable=True,
-        unset="Citus's citus.shard_count",
         rebuild=False,
     ),
 )
