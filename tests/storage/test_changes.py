@@ -268,3 +268,15 @@ def test_consumers_racing_writers_see_every_write_once_in_commit_order(
         # Each writer's own writes, in the order it committed them, and nobody else's under its ids.
         assert [d for d in documents if d[1] is not None and d[1].startswith(f"w{w}.")] == expected[w]
     assert len(documents) == sum(map(len, expected.values()))
+
+
+def test_parallel_writer_processes_feed_it_as_one_writer_would(
+    make_index: Callable[..., Index], database_url: str, schema: str
+) -> None:
+    index = make_index(changes_feed=True, **GENEROUS)
+    docs = planted_corpus(n_sources=20, copies=2, seed=9)
+    index.add(docs, jobs=2, batch_size=10)  # writers that write contents before their turns
+    with Database(database_url, schema) as db:
+        documents, pairs = _replay(_all(db, index.name))
+    assert documents == {i for i, _ in docs}
+    assert pairs == {(a, b): pytest.approx(j) for a, b, j in index.pairs()}
