@@ -200,12 +200,8 @@ class Database:
         writes committed, and the ``since`` to ask with next; with ``timeout`` > 0, waits up to that
         many seconds for a first one. ChangesGoneError when some after ``since`` are no longer
         kept, ChangesFeedError when the collection keeps no feed."""
-        since, limit, timeout = _feed_request(since, limit, timeout)
-        with self._collection_scope(name) as scope, translated(f"reading the changes of {name!r}"):
-            found = changes.page(scope, name, since, limit)
-        if found.changes or timeout == 0:
-            return found
-        return changes.wait(self.url, scope, name, since, limit, timeout)
+        with self._collection_scope(name) as scope:
+            return changes.read(self.url, scope, name, since, limit, timeout)
 
     def changes_feed(self, name: str, on: bool, retention_hours: int | None = None) -> None:
         """Turn the collection's changes feed on, keeping each change ``retention_hours`` (None:
@@ -239,16 +235,6 @@ class Database:
             with translated(f"reading collection {name!r}"):
                 row = self._row(scope, name)
             yield scope.with_collection(row.collection_id, row.distributed)
-
-
-def _feed_request(since: object, limit: object, timeout: object) -> tuple[int, int, float]:
-    """A request of the changes feed, checked: since >= 0, limit >= 1, timeout >= 0 seconds."""
-    for value, what, low in ((since, "since", 0), (limit, "limit", 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ParamsError(f"{what} must be a whole number, at least {low}, got {value!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 <= timeout < float("inf"):
-        raise ParamsError(f"timeout must be a number of seconds, at least 0, got {timeout!r}")
-    return int(since), int(limit), float(timeout)  # type: ignore[call-overload]
 
 
 def _counts(scope: Scope, row: catalog.CollectionRow) -> dict[str, int]:

@@ -20,7 +20,6 @@ from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED,
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import Params
 from neardup.core.shingle import ShingleKind
-from neardup.database import ChangesPage, Database
 from neardup.errors import (
     CollectionExistsError,
     NeardupError,
@@ -35,6 +34,7 @@ from neardup.measure import evaluate
 from neardup.records import Record, to_document
 from neardup.search import CheckResult, check_all, fraction, similar
 from neardup.storage import catalog, changes, citus, listings, migrate, statistics
+from neardup.storage.changes import ChangesPage
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
 from neardup.storage.scope import Scope
@@ -374,8 +374,7 @@ class Index:
     def changes(self, since: int = 0, *, limit: int = 1000, timeout: float = 0.0) -> ChangesPage:
         """Up to ``limit`` changes numbered after ``since``, in commit order, and the ``since`` to
         ask with next; ``timeout`` > 0 waits that long for a first one (``Database.changes``)."""
-        with Database(self._url, self.schema, pool_size=1) as db:
-            return db.changes(self.name, since, limit=limit, timeout=timeout)
+        return changes.read(self._url, self._scope, self.name, since, limit, timeout)
 
     def stats(self, largest: int = 5) -> Stats:
         """Counts of documents, contents, pairs and clusters, size on disk and the fullest buckets."""

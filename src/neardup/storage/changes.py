@@ -119,6 +119,16 @@ def retention(on: bool | None, hours: int | None) -> timedelta | None:
     return timedelta(hours=hours)
 
 
+def request(since: object, limit: object, timeout: object) -> tuple[int, int, float]:
+    """A request of the changes feed, checked: since >= 0, limit >= 1, timeout >= 0 seconds."""
+    for value, what, low in ((since, "since", 0), (limit, "limit", 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ParamsError(f"{what} must be a whole number, at least {low}, got {value!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 <= timeout < float("inf"):
+        raise ParamsError(f"timeout must be a number of seconds, at least 0, got {timeout!r}")
+    return int(since), int(limit), float(timeout)  # type: ignore[call-overload]
+
+
 def touch(scope: Scope, external_ids: Sequence[str] | None) -> None:
     """Note, in this transaction, which of ``external_ids`` are stored and the pairs they are in
     (None: every document and pair, before a rebuild). Called under the writer lock, before the
@@ -321,6 +331,17 @@ def _change(r: tuple[Any, ...]) -> Change:
     if kind.startswith("cluster."):
         return Change(int(seq), at, kind, cluster=int(cluster), clusters=[int(c) for c in clusters])
     return Change(int(seq), at, kind)
+
+
+def read(url: str, scope: Scope, name: str, since: object, limit: object, timeout: object) -> ChangesPage:
+    """``page`` of a checked request (``request``), on ``scope``'s connection; when it finds
+    nothing and ``timeout`` > 0, ``wait``."""
+    since, limit, timeout = request(since, limit, timeout)
+    with translated(f"reading the changes of {name!r}"):
+        found = page(scope, name, since, limit)
+    if found.changes or timeout == 0:
+        return found
+    return wait(url, scope, name, since, limit, timeout)
 
 
 def wait(url: str, scope: Scope, name: str, since: int, limit: int, timeout: float) -> ChangesPage:
