@@ -165,6 +165,25 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         unset="Citus's citus.shard_count",
         rebuild=False,
     ),
+    Parameter(
+        "changes_feed",
+        bool,
+        None,
+        "number every write in a changes feed (`neardup changes`)",
+        nullable=True,
+        unset="off",
+        rebuild=False,
+    ),
+    Parameter(
+        "changes_retention_hours",
+        int,
+        None,
+        "with changes_feed: hours each change is kept",
+        low=1,
+        nullable=True,
+        unset="every change",
+        rebuild=False,
+    ),
 )
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in CREATE_PARAMETERS}
 

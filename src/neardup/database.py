@@ -24,7 +24,8 @@ from neardup.core.advice import DEFAULT_TARGET, Advice, advise
 from neardup.core.params import Params
 from neardup.credentials import ACCESS_LEVELS, digest, new_secret, shown_prefix
 from neardup.errors import CollectionNotFoundError, ParamsError
-from neardup.storage import catalog, labels, migrate, pages, statistics, tokens
+from neardup.storage import catalog, changes, labels, migrate, pages, statistics, tokens
+from neardup.storage.changes import Change, ChangesPage
 from neardup.storage.connect import redacted, transaction, translated
 from neardup.storage.labels import LABELS, LabelRow
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name, check_schema_name
@@ -193,6 +194,33 @@ class Database:
                 return False
             pages.delete_collection(scope.with_collection(row.collection_id, row.distributed))
         return True
+
+    # -- the changes feed --------------------------------------------------------------------------
+
+    def changes(self, name: str, since: int = 0, *, limit: int = 1000, timeout: float = 0.0) -> ChangesPage:
+        """Up to ``limit`` changes of the collection numbered after ``since``, in the order their
+        writes committed, and the ``since`` to ask with next; with ``timeout`` > 0, waits up to that
+        many seconds for a first one. ChangesGoneError when some after ``since`` are no longer
+        kept, ChangesFeedError when the collection keeps no feed."""
+        with self._collection_scope(name) as scope:
+            return changes.read(self.url, scope, name, since, limit, timeout)
+
+    def changes_feed(self, name: str, on: bool, retention_hours: int | None = None) -> None:
+        """Turn the collection's changes feed on, keeping each change ``retention_hours`` (None:
+        every one), or off, deleting its changes; under the collection's writer lock, so every
+        write after this one is numbered (or none)."""
+        retention = changes.retention(on, retention_hours)
+        with (
+            self._scope() as scope,
+            translated(f"turning the changes feed of {name!r} {'on' if on else 'off'}"),
+            transaction(scope.conn),
+        ):
+            row = self._row(scope, name)
+            if on and row.distributed:
+                raise ParamsError(f"collection {name!r} is distributed: it keeps no changes feed (yet)")
+            mine = scope.with_collection(row.collection_id, row.distributed)
+            catalog.get(mine, name, lock=True)
+            changes.set_feed(mine, on, retention)
 
     # -- reads of one collection for the review pages ------------------------------------------------
 
@@ -450,6 +478,8 @@ class Labels:
 __all__ = [
     "DEFAULT_SCHEMA",
     "LABELS",
+    "Change",
+    "ChangesPage",
     "ClusterRow",
     "CollectionInfo",
     "Database",

@@ -51,6 +51,14 @@ class CollectionExistsError(NeardupError, ValueError):
     """A collection of that name exists already."""
 
 
+class ChangesFeedError(NeardupError, LookupError):
+    """The collection keeps no changes feed (``neardup changes-feed on`` turns one on)."""
+
+
+class ChangesGoneError(ChangesFeedError):
+    """Changes after the ``since`` asked are no longer kept (the feed's retention dropped them)."""
+
+
 class InternalError(NeardupError, RuntimeError):
     """An invariant of neardup's own code does not hold: a bug, to be reported with the message."""
 

@@ -13,6 +13,7 @@ import unicodedata
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 from neardup.arrow import Table, rows_of
 from neardup.config import DEFAULT_KEEP, DEFAULT_THRESHOLD, IndexConfig, check_keep
@@ -35,8 +36,9 @@ from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.measure import evaluate
 from neardup.records import Record, to_document
 from neardup.search import CheckResult, check_all, fraction, similar
-from neardup.storage import catalog, citus, listings, migrate, statistics
+from neardup.storage import catalog, changes, citus, listings, migrate, statistics
 from neardup.storage import documents as document_rows
+from neardup.storage.changes import ChangesPage
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
 from neardup.storage.scope import Scope
@@ -88,13 +90,21 @@ class Cluster(list[str]):
 
 
 def _insert_or_reuse(
-    scope: Scope, name: str, config: IndexConfig, distributed: bool, exist_ok: bool, keep: str
+    scope: Scope,
+    name: str,
+    config: IndexConfig,
+    distributed: bool,
+    exist_ok: bool,
+    keep: str,
+    feed: tuple[bool, timedelta | None] = (False, None),
 ) -> catalog.CollectionRow:
-    """The row of a new collection ``name``, or with ``exist_ok`` of the existing one if its
-    parameters (and representative policy) are these."""
+    """The row of a new collection ``name`` (keeping a changes feed as ``feed`` says), or with
+    ``exist_ok`` of the existing one if its parameters (and representative policy) are these."""
     catalog.lock_name(scope, name)
     row = catalog.get(scope, name)
     if row is None:
+        if feed[0] and distributed:
+            raise ParamsError("a distributed collection keeps no changes feed (yet): leave changes_feed off")
         return catalog.insert(
             scope,
             name,
@@ -104,6 +114,7 @@ def _insert_or_reuse(
             unicodedata.unidata_version,
             distributed,
             keep,
+            *feed,
         )
     if not exist_ok:
         raise CollectionExistsError(
@@ -198,6 +209,8 @@ class Index:
         exist_ok: bool = False,
         distributed: bool | None = None,
         shards: int | None = None,
+        changes_feed: bool | None = None,
+        changes_retention_hours: int | None = None,
     ) -> Index:
         """Create a collection (migrating the schema first when it is missing or behind).
 
@@ -206,8 +219,11 @@ class Index:
         ``distributed=True`` makes its tables Citus tables (``shards`` per table), distributing the
         schema if it has no collection yet; None follows the schema (a collection in a distributed
         schema is distributed), False refuses a distributed schema (docs/distributed.md).
+        ``changes_feed=True`` numbers every write in a changes feed (``changes``), keeping each
+        change ``changes_retention_hours`` (None: every one).
         """
         check_collection_name(name)
+        feed = bool(changes_feed), changes.retention(changes_feed, changes_retention_hours)
         if shards is not None and (distributed is not True or isinstance(shards, bool) or shards < 1):
             raise ParamsError(f"shards = {shards!r}: give a count of at least 1, and only with distributed")
         config = IndexConfig.new(
@@ -232,7 +248,7 @@ class Index:
             with translated(f"preparing schema {schema!r} for collection {name!r}"), transaction(conn):
                 distributed = citus.prepare(scope, distributed, shards, redacted(url))
             with translated(f"creating collection {name!r}"), transaction(conn):
-                row = _insert_or_reuse(scope, name, config, distributed, exist_ok, keep)
+                row = _insert_or_reuse(scope, name, config, distributed, exist_ok, keep, feed)
             return cls(conn, scope, row, url)
         except BaseException:
             conn.close()
@@ -423,12 +439,20 @@ class Index:
             kept = next(r[1] for r in members if r[2])
             yield Cluster((r[1] for r in members), int(cluster_id), kept)
 
+    def changes(self, since: int = 0, *, limit: int = 1000, timeout: float = 0.0) -> ChangesPage:
+        """Up to ``limit`` changes numbered after ``since``, in commit order, and the ``since`` to
+        ask with next; ``timeout`` > 0 waits that long for a first one (``Database.changes``)."""
+        return changes.read(self._url, self._scope, self.name, since, limit, timeout)
+
     def stats(self, largest: int = 5) -> Stats:
         """Counts of documents, contents, pairs and clusters, size on disk and the fullest buckets."""
         scope, banding = self._scope, self.config.banding()
         with translated(f"reading statistics of {self.name!r}"), transaction(self._conn):
             counts = statistics.counts(scope)
             sizes = statistics.sizes(scope)
+            kept, kept_bytes = changes.kept(scope)
+            if kept:  # a collection without the feed has no entry
+                sizes["changes"] = (kept_bytes, 0)
             return Stats(
                 name=self.name,
                 **counts,

@@ -28,6 +28,7 @@ TABLES = {
     "signatures",
     "buckets",
     "pairs",
+    "changes",
     "tokens",
     "sessions",
     "labels",
@@ -313,16 +314,16 @@ def test_a_schema_behind_or_ahead_is_refused_without_and_with_alembic(
 ) -> None:
     migrate.upgrade(database_url, fresh_schema, "0008")
     with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
-        with pytest.raises(SchemaError, match="at revision 0008, this neardup needs 0009"):
+        with pytest.raises(SchemaError, match="at revision 0008, this neardup needs 0010"):
             migrate.require_head(conn, fresh_schema)
         conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0099",))
         with pytest.raises(SchemaError, match="at revision 0099"):
             migrate.require_head(conn, fresh_schema)
-        conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0009",))
+        conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0010",))
         migrate.require_head(conn, fresh_schema)
     assert not migrate.is_head("0008")
     assert not migrate.is_head(None)
-    assert migrate.is_head("0009")
+    assert migrate.is_head("0010")
 
 
 def test_opening_an_index_at_the_head_imports_no_alembic(database_url: str, fresh_schema: str) -> None:

@@ -4,10 +4,11 @@ the connections a writer opens besides its own (``Connections``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from neardup.config import IndexConfig
 from neardup.core.sketch import Sketcher
+from neardup.ingest.feed import Feed
 from neardup.storage.connect import Connection, connect
 from neardup.storage.scope import Scope
 
@@ -23,6 +24,8 @@ class BatchContext:
     name: str
     config: IndexConfig
     sketcher: Sketcher
+    feed: Feed = field(default_factory=Feed)
+    """What the transaction tells the changes feed (nothing unless the collection keeps one)."""
 
 
 def on(scope: Scope, conn: Connection) -> Scope:

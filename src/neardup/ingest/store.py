@@ -123,7 +123,7 @@ def store_pairs(ctx: BatchContext, found: Verified, new_ids: np.ndarray | None =
     # Stored as content_a < content_b.
     left, right = np.minimum(found.left, found.right), np.maximum(found.left, found.right)
     _copy_pairs(ctx, left, right, found.similarity)
-    _merge_clusters(ctx.scope, left, right, new_ids)
+    ctx.feed.clusters_changed(_merge_clusters(ctx.scope, left, right, new_ids))
 
 
 @stage("pairs: binary COPY")
@@ -133,9 +133,11 @@ def _copy_pairs(ctx: BatchContext, left: np.ndarray, right: np.ndarray, sim: np.
 
 
 @stage("merge clusters")
-def _merge_clusters(scope: Scope, left: np.ndarray, right: np.ndarray, new_ids: np.ndarray | None) -> None:
+def _merge_clusters(
+    scope: Scope, left: np.ndarray, right: np.ndarray, new_ids: np.ndarray | None
+) -> ClusterChanges:
     """Join the clusters that new pairs connect: each cluster is one node (labelled by its id),
-    so none can split here."""
+    so none can split here. Returns the merges decided."""
     ends = distinct(np.concatenate([left, right]))
     labels = contents.cluster_labels(scope, ends.tolist())
     label_of = np.array([labels[i] for i in ends.tolist()], dtype=np.int64)
@@ -143,7 +145,7 @@ def _merge_clusters(scope: Scope, left: np.ndarray, right: np.ndarray, new_ids: 
     nodes = distinct(label_of)
     component = component_labels(nodes, la, lb)
     new = np.isin(nodes, new_ids) if new_ids is not None else None
-    settle_clusters(scope, nodes, component, rank=_ranks(scope, nodes, component, new))
+    return settle_clusters(scope, nodes, component, rank=_ranks(scope, nodes, component, new))
 
 
 def _ranks(scope: Scope, old: np.ndarray, component: np.ndarray, new: np.ndarray | None) -> np.ndarray:
@@ -201,7 +203,9 @@ def drop_orphans(ctx: BatchContext, content_ids: Sequence[int]) -> list[int]:
     members, old = contents.cluster_members(scope, sorted(set(clusters_hit)))
     if members.size:
         left, right = verified_pairs.among(scope, members.tolist())
-        settle_clusters(scope, old, component_labels(members, left, right), members)
+        ctx.feed.clusters_changed(
+            settle_clusters(scope, old, component_labels(members, left, right), members)
+        )
     return orphan_ids
 
 

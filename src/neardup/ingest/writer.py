@@ -167,9 +167,10 @@ class Writer:
             return 0
         with translated(f"removing documents from {self.name!r}"), transaction(self._scope.conn):
             ctx = self._context()
-            store.lock(ctx)
+            ctx.feed.begin(ctx.scope, store.lock(ctx), wanted)
             found, content_ids = document_rows.delete_by_external_id(ctx.scope, wanted)
             store.drop_orphans(ctx, content_ids)
+            ctx.feed.end(ctx.scope)
             catalog.touch(ctx.scope)
         return len(found)
 
@@ -192,14 +193,16 @@ class Writer:
         old = self.config, self.sketcher
         try:
             with translated(f"rebuilding {self.name!r}"), transaction(self._scope.conn):
-                store.lock(self._context())
+                row = store.lock(self._context())
                 self.config, self.sketcher = config, Sketcher(config.params)
                 ctx = self._context()
+                ctx.feed.begin_rebuild(ctx.scope, row)
                 catalog.set_params(ctx.scope, config.params.to_dict(), config.threshold)
                 if rebands:
                     store.reband(ctx)
                 else:
                     self._resketch(ctx, batch_size)
+                ctx.feed.end(ctx.scope, rebuild=True)
         except BaseException:
             self.config, self.sketcher = old
             self._deferral.memory = None
@@ -268,6 +271,7 @@ class Writer:
         )
         memory = self._deferral.planned(plan, new_hashes)
         probe = probe_early(ctx, plan, pre, row, pool) if memory is None else None
+        ctx.feed.begin(ctx.scope, row, [batch.ids[i] for i in plan.doc_positions.tolist()])
         old_contents = store.delete_replaced(ctx.scope, plan)
         if plan.new_ids.size and written is None:
             store.copy_contents(ctx.scope, plan, sketch)
@@ -298,6 +302,7 @@ class Writer:
                 futures.wait([documents_written])  # never leave the worker on this connection
         if documents_written is not None:
             documents_written.result()  # its error, if this thread had none
+        ctx.feed.end(ctx.scope)
         self._deferral.writes = store.advance(ctx.scope, plan)
         store.refresh_statistics(ctx.scope, plan)
         replaced = len(plan.replaced_docs)

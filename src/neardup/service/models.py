@@ -178,6 +178,30 @@ class ClusterPage(BaseModel):
     next: str | None
 
 
+class Change(BaseModel):
+    """One write to the collection, numbered in commit order: ``id`` for a document's,
+    ``id_a``/``id_b`` (and ``jaccard`` when added) for a pair's, ``cluster``/``clusters`` for a
+    cluster's (merged: the one kept and those merged into it; split: the one split and those its
+    contents are in now)."""
+
+    seq: int
+    at: str
+    kind: str
+    id: str | None = None
+    id_a: str | None = None
+    id_b: str | None = None
+    jaccard: float | None = None
+    cluster: int | None = None
+    clusters: list[int] | None = None
+
+
+class Changes(BaseModel):
+    """Changes after ``since`` in order; ``last_seq`` is the ``since`` to ask with next."""
+
+    results: list[Change]
+    last_seq: int
+
+
 class NewLabel(Strict):
     """A person's verdict on a pair."""
 

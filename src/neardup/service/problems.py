@@ -15,6 +15,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from neardup.errors import (
+    ChangesFeedError,
+    ChangesGoneError,
     CollectionExistsError,
     CollectionNotFoundError,
     DatabaseConnectionError,
@@ -34,6 +36,9 @@ log = logging.getLogger("neardup.service")
 # (error class, status), first match wins; anything else is a 500 with a generic detail.
 _STATUSES: tuple[tuple[type[NeardupError], int], ...] = (
     (CollectionNotFoundError, 404),
+    # A `since` older than the changes feed keeps: gone, the client must list the collection again.
+    (ChangesGoneError, 410),
+    (ChangesFeedError, 409),
     (CollectionExistsError, 409),
     (ParamsMismatchError, 409),
     # A layout the database cannot give: distributed without Citus, plain in a distributed schema.

@@ -6,7 +6,7 @@ import base64
 import binascii
 import json
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi import Query as QueryParam
@@ -420,6 +420,39 @@ def list_clusters(
             last = batch[-1].representative
 
     return StreamingResponse(_ndjson(stream()), media_type=NDJSON)
+
+
+# -- the changes feed -----------------------------------------------------------------------------
+
+# Milliseconds a longpoll waits unless ``timeout`` says otherwise, and the most it may say: each
+# waiting request holds a worker thread and a connection of its own (storage/changes.py, wait).
+DEFAULT_LONGPOLL_MS, MAX_LONGPOLL_MS = 30_000, 60_000
+
+
+@router.get(
+    "/v1/collections/{name}/changes",
+    response_model=models.Changes,
+    responses={
+        **_PROBLEMS,
+        409: {"description": "the collection keeps no changes feed", "content": {MEDIA_TYPE: {}}},
+        410: {"description": "changes after 'since' are no longer kept", "content": {MEDIA_TYPE: {}}},
+    },
+)
+def list_changes(
+    request: Request,
+    name: str,
+    who: Read,
+    since: Annotated[int, QueryParam(ge=0, le=2**63 - 1)] = 0,
+    limit: Annotated[int, QueryParam(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    feed: Literal["normal", "longpoll"] = "normal",
+    timeout: Annotated[int, QueryParam(ge=0, le=MAX_LONGPOLL_MS)] = DEFAULT_LONGPOLL_MS,
+) -> dict[str, Any]:
+    """Writes to the collection numbered after ``since``, in commit order, with the ``since`` to
+    ask with next (``last_seq``); ``feed=longpoll`` waits up to ``timeout`` milliseconds for a
+    first one. 410 when some after ``since`` are no longer kept."""
+    wait = timeout / 1000 if feed == "longpoll" else 0.0
+    page = context(request).db.changes(name, since, limit=limit, timeout=wait)
+    return {"results": [c.to_dict() for c in page.changes], "last_seq": page.last_seq}
 
 
 # -- labels ---------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -34,11 +34,16 @@ class CollectionRow:
     """Transactions that changed the collection so far (see ``advance`` and ``touch``)."""
     keep: str = "first"
     """Which document of a cluster is its representative (``config.check_keep``)."""
+    change_feed: bool = False
+    """Whether its writes are recorded in the changes feed (``storage.changes``)."""
+    change_retention: timedelta | None = None
+    """How long the feed keeps a change (None: every one)."""
 
 
 _COLUMNS = (
     "collection_id, name, params, threshold, store_text, unicode_version, "
-    "next_content_id, next_doc_id, created_at, updated_at, distributed, writes, keep"
+    "next_content_id, next_doc_id, created_at, updated_at, distributed, writes, keep, "
+    "change_feed, change_retention"
 )
 
 
@@ -114,17 +119,30 @@ def insert(
     unicode_version: str,
     distributed: bool = False,
     keep: str = "first",
+    change_feed: bool = False,
+    change_retention: timedelta | None = None,
 ) -> CollectionRow:
     """Insert a collection row and create its partitions (no rows, no bucket index yet); in a
-    distributed schema the partitions are Citus tables, as their parents are."""
+    distributed schema the partitions are Citus tables, as their parents are. ``change_feed``:
+    record its writes from the first (``storage.changes``), keeping each ``change_retention``."""
     row = _row(
         scope.conn.execute(
             scope.sql(
-                "INSERT INTO {s}.collections "
-                "(name, params, threshold, store_text, unicode_version, distributed, keep) "
-                f"VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}"
+                "INSERT INTO {s}.collections (name, params, threshold, store_text, unicode_version, "
+                "distributed, keep, change_feed, change_retention) "
+                f"VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLUMNS}"
             ),
-            (name, Jsonb(params), threshold, store_text, unicode_version, distributed, keep),
+            (
+                name,
+                Jsonb(params),
+                threshold,
+                store_text,
+                unicode_version,
+                distributed,
+                keep,
+                change_feed,
+                change_retention,
+            ),
         ).fetchone()
     )
     if row is None:

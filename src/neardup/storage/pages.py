@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from neardup.storage import changes
 from neardup.storage.connect import transaction, translated
 from neardup.storage.names import KEY_TABLE, PARTITIONED_TABLES
 from neardup.storage.scope import Scope
@@ -193,6 +194,7 @@ def delete_collection(here: Scope) -> None:
     caller's transaction, which holds the collection's name and writer locks."""
     # Its labels go first: in a distributed schema no foreign key deletes them with the row.
     here.conn.execute(here.sql("DELETE FROM {s}.labels WHERE collection_id = %s"), (here.collection_id,))
+    changes.delete(here)
     for table in (*PARTITIONED_TABLES, KEY_TABLE):
         here.conn.execute(here.sql(f"DROP TABLE IF EXISTS {{{table}_p}}"))
     here.conn.execute(here.sql("DELETE FROM {s}.collections WHERE collection_id = %s"), (here.collection_id,))

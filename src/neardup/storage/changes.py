@@ -1,0 +1,362 @@
+"""The changes feed: every write to a collection that keeps one, numbered in commit order.
+
+A writing transaction calls ``touch`` once it holds the collection's writer lock, with the ids of
+the documents it is about to write or remove: it notes which of them exist and the pairs they are
+in. ``record``, before it commits, compares: documents added, replaced or removed, pairs that
+appeared, changed similarity or went, and the cluster merges and splits the writer reports; each
+becomes one row of ``changes``, numbered from the collection's ``last_change`` counter.
+
+Why the numbers follow commit order: only a transaction holding the collection's writer lock
+(``catalog.get(lock=True)``, a transaction-level advisory lock) numbers changes, and PostgreSQL
+releases such a lock only after the transaction's commit is visible to new snapshots. So the next
+writer takes its numbers after every lower number is visible, never before: whatever snapshot a
+reader takes, the numbers it sees of a collection are all those up to some point, and a reader
+that resumes after the highest it saw skips none. A sequence or an identity column would number
+rows as they are inserted, and two transactions could commit in the other order, so that a reader
+sees 11 before 10 commits and then resumes past 10 (with a sequence's per-session CACHE, even
+under the lock). The counter is a column of the collection's row, updated under the lock: it
+rolls back with a failed write, so there are no gaps but those ``set_feed`` leaves on purpose.
+
+Each commit that recorded a change sends a NOTIFY on ``CHANNEL`` (delivered when the transaction
+commits) with ``schema.collection_id``, for readers waiting in ``wait``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from neardup.errors import ChangesFeedError, ChangesGoneError, CollectionNotFoundError, ParamsError
+from neardup.storage.binary import Int8s
+from neardup.storage.connect import connect, translated
+from neardup.storage.scope import Scope
+
+CHANNEL = "neardup_changes"
+KINDS = (
+    "collection.rebuilt",
+    "document.added",
+    "document.replaced",
+    "document.removed",
+    "pair.removed",
+    "pair.added",
+    "cluster.split",
+    "cluster.merged",
+)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change: its sequence number, when its transaction began, its kind, and what it names:
+    ``id`` (a document's), ``id_a < id_b`` and ``jaccard`` (a pair; ``jaccard`` only when added),
+    ``cluster`` and ``clusters`` (the cluster that others merged into, and those; the cluster
+    that split, and the clusters its remaining contents are in now)."""
+
+    seq: int
+    at: datetime
+    kind: str
+    id: str | None = None
+    id_a: str | None = None
+    id_b: str | None = None
+    jaccard: float | None = None
+    cluster: int | None = None
+    clusters: list[int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The change as JSON takes it (fields that do not apply left out)."""
+        out: dict[str, Any] = {"seq": self.seq, "at": self.at.isoformat(), "kind": self.kind}
+        for name in ("id", "id_a", "id_b", "jaccard", "cluster", "clusters"):
+            if (value := getattr(self, name)) is not None:
+                out[name] = value
+        return out
+
+
+@dataclass(frozen=True)
+class ChangesPage:
+    """Changes after a ``since``, in order, and the ``since`` to ask with next (the last one's
+    number, or when there was none the collection's last number: nothing before it is unseen)."""
+
+    changes: list[Change]
+    last_seq: int
+
+
+# The pairs (id_a < id_b, similarity) of the touched documents, as pair_list lists them: their
+# contents' stored pairs expanded to documents, and documents sharing a content (similarity 1).
+_PAIRS_OF_TOUCHED = """
+SELECT DISTINCT least(d.external_id, o.external_id) AS a, greatest(d.external_id, o.external_id) AS b, e.sim
+FROM neardup_touched t
+JOIN {documents_p} d ON d.collection_id = %(c)s AND d.external_id = t.id
+CROSS JOIN LATERAL (
+    SELECT p.content_b AS other, p.similarity AS sim FROM {pairs_p} p
+    WHERE p.collection_id = %(c)s AND p.content_a = d.content_id
+    UNION ALL
+    SELECT p.content_a, p.similarity FROM {pairs_p} p
+    WHERE p.collection_id = %(c)s AND p.content_b = d.content_id
+    UNION ALL
+    SELECT x.content_id, 1.0::float8 FROM {contents_p} x
+    WHERE x.collection_id = %(c)s AND x.content_id = d.content_id AND x.shingle_count > 0
+) e
+JOIN {documents_p} o ON o.collection_id = %(c)s AND o.content_id = e.other AND o.external_id <> d.external_id
+"""
+# Every pair of the collection (a rebuild changes any of them).
+_ALL_PAIRS = "SELECT id_a AS a, id_b AS b, similarity AS sim FROM {s}.pair_list WHERE collection_id = %(c)s"
+
+
+def retention(on: bool | None, hours: int | None) -> timedelta | None:
+    """The retention of a feed from its settings as given (hours, None: keep every change),
+    checked: a positive whole number of hours, and only with the feed on."""
+    if hours is None:
+        return None
+    if isinstance(hours, bool) or not isinstance(hours, int) or hours < 1:
+        raise ParamsError(
+            f"changes_retention_hours must be a whole number of hours, at least 1, got {hours!r}"
+        )
+    if not on:
+        raise ParamsError("changes_retention_hours is the changes feed's: give it with changes_feed")
+    return timedelta(hours=hours)
+
+
+def request(since: object, limit: object, timeout: object) -> tuple[int, int, float]:
+    """A request of the changes feed, checked: since >= 0, limit >= 1, timeout >= 0 seconds."""
+    for value, what, low in ((since, "since", 0), (limit, "limit", 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ParamsError(f"{what} must be a whole number, at least {low}, got {value!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 <= timeout < float("inf"):
+        raise ParamsError(f"timeout must be a number of seconds, at least 0, got {timeout!r}")
+    return int(since), int(limit), float(timeout)  # type: ignore[call-overload]
+
+
+def touch(scope: Scope, external_ids: Sequence[str] | None) -> None:
+    """Note, in this transaction, which of ``external_ids`` are stored and the pairs they are in
+    (None: every document and pair, before a rebuild). Called under the writer lock, before the
+    transaction writes them."""
+    scope.conn.execute("DROP TABLE IF EXISTS neardup_touched, neardup_pairs_before")
+    scope.conn.execute(
+        'CREATE TEMP TABLE neardup_touched (id text COLLATE "C" PRIMARY KEY, existed boolean NOT NULL) '
+        "ON COMMIT DROP"
+    )
+    params = {"c": scope.collection_id, "ids": list(external_ids or ())}
+    if external_ids:
+        scope.conn.execute(
+            scope.sql(
+                "INSERT INTO neardup_touched SELECT u.id, EXISTS (SELECT 1 FROM {documents_p} d "
+                "WHERE d.collection_id = %(c)s AND d.external_id = u.id) "
+                'FROM (SELECT DISTINCT u COLLATE "C" AS id FROM unnest(%(ids)s::text[]) AS u) u'
+            ),
+            params,
+        )
+    pairs = _ALL_PAIRS if external_ids is None else _PAIRS_OF_TOUCHED
+    scope.conn.execute(scope.sql(f"CREATE TEMP TABLE neardup_pairs_before ON COMMIT DROP AS {pairs}"), params)
+
+
+# The changes of a transaction: the rebuild, documents, pairs gone, pairs new or re-measured,
+# cluster splits, cluster merges (in that order, as they happened), numbered after the counter.
+_RECORD = """
+WITH now_pairs AS ({pairs}),
+ev AS (
+    SELECT 0 AS ord, 'collection.rebuilt' AS kind, NULL::text AS id_a, NULL::text AS id_b,
+           NULL::float8 AS sim, NULL::int8 AS cluster, NULL::int8[] AS clusters
+    WHERE %(rebuilt)s
+    UNION ALL
+    SELECT 1, CASE WHEN NOT t.existed THEN 'document.added' WHEN d.doc_id IS NULL THEN 'document.removed'
+                   ELSE 'document.replaced' END, t.id, NULL, NULL, NULL, NULL
+    FROM neardup_touched t LEFT JOIN {documents_p} d ON d.collection_id = %(c)s AND d.external_id = t.id
+    WHERE t.existed OR d.doc_id IS NOT NULL
+    UNION ALL
+    SELECT 2, 'pair.removed', b.a, b.b, NULL, NULL, NULL FROM neardup_pairs_before b
+    WHERE NOT EXISTS (SELECT 1 FROM now_pairs n WHERE n.a = b.a AND n.b = b.b)
+    UNION ALL
+    SELECT 3, 'pair.added', n.a, n.b, n.sim, NULL, NULL FROM now_pairs n
+    WHERE NOT EXISTS (SELECT 1 FROM neardup_pairs_before b WHERE b.a = n.a AND b.b = n.b AND b.sim = n.sim)
+    UNION ALL
+    SELECT 4, 'cluster.split', NULL, NULL, NULL, s.old, array_agg(DISTINCT s.new ORDER BY s.new)
+    FROM unnest(%(split_old)s::int8[], %(split_new)s::int8[]) AS s(old, new) GROUP BY s.old
+    UNION ALL
+    SELECT 5, 'cluster.merged', NULL, NULL, NULL, m.new, array_agg(DISTINCT m.old ORDER BY m.old)
+    FROM unnest(%(merged_old)s::int8[], %(merged_new)s::int8[]) AS m(old, new) GROUP BY m.new
+),
+numbered AS (
+    SELECT ev.*, row_number() OVER (ORDER BY ord, id_a, id_b, cluster) AS n FROM ev
+),
+bump AS (
+    UPDATE {s}.collections SET last_change = last_change + (SELECT count(*) FROM numbered)
+    WHERE collection_id = %(c)s RETURNING last_change - (SELECT count(*) FROM numbered) AS base, last_change
+),
+written AS (
+    INSERT INTO {s}.changes (collection_id, seq, kind, id_a, id_b, similarity, cluster, clusters)
+    SELECT %(c)s, bump.base + numbered.n, kind, id_a, id_b, sim, cluster, clusters FROM numbered, bump
+)
+SELECT last_change - base FROM bump
+"""
+
+
+def record(
+    scope: Scope,
+    *,
+    rebuilt: bool,
+    merged: tuple[Sequence[int], Sequence[int]],
+    split: tuple[Sequence[int], Sequence[int]],
+) -> int:
+    """Number and store this transaction's changes (after ``touch``): its documents' and pairs'
+    as they stand now against what ``touch`` noted, ``merged`` (old labels, the label each merged
+    into) and ``split`` (a cluster that split, and a label its contents have now, one row each);
+    with ``rebuilt``, every pair and one 'collection.rebuilt'. Returns how many were stored."""
+    pairs = _ALL_PAIRS if rebuilt else _PAIRS_OF_TOUCHED
+    row = scope.conn.execute(
+        scope.sql(_RECORD.replace("{pairs}", pairs)),
+        {
+            "c": scope.collection_id,
+            "rebuilt": rebuilt,
+            "merged_old": Int8s(merged[0]),
+            "merged_new": Int8s(merged[1]),
+            "split_old": Int8s(split[0]),
+            "split_new": Int8s(split[1]),
+        },
+        prepare=False,
+    ).fetchone()
+    count = int(row[0]) if row else 0
+    if count:
+        scope.conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{scope.schema}.{scope.collection_id}"))
+    return count
+
+
+def prune(scope: Scope, retention: timedelta) -> None:
+    """Delete the collection's changes older than ``retention`` (from the oldest, up to the first
+    kept), and answer no ``since`` before the first one kept. Under the writer lock."""
+    scope.conn.execute(
+        scope.sql(
+            "WITH first_kept AS (SELECT coalesce((SELECT x.seq FROM {s}.changes x "
+            "WHERE x.collection_id = c.collection_id AND x.at >= now() - %(r)s ORDER BY x.seq LIMIT 1), "
+            "c.last_change + 1) AS seq FROM {s}.collections c WHERE c.collection_id = %(c)s), "
+            "gone AS (DELETE FROM {s}.changes WHERE collection_id = %(c)s "
+            "AND seq < (SELECT seq FROM first_kept)) "
+            "UPDATE {s}.collections SET changes_from = (SELECT seq FROM first_kept) - 1 "
+            "WHERE collection_id = %(c)s AND changes_from < (SELECT seq FROM first_kept) - 1"
+        ),
+        {"c": scope.collection_id, "r": retention},
+    )
+
+
+def set_feed(scope: Scope, on: bool, retention: timedelta | None) -> None:
+    """Turn the collection's feed on (keeping each change ``retention``; None: every one) or off
+    (its changes deleted). Turning it on skips a number, from which the feed answers: a reader
+    that followed it before it was off is told it missed writes. Under the writer lock."""
+    if on:
+        scope.conn.execute(
+            scope.sql(
+                "UPDATE {s}.collections SET change_retention = %s, "
+                "last_change = last_change + CASE WHEN change_feed THEN 0 ELSE 1 END, "
+                "changes_from = CASE WHEN change_feed THEN changes_from ELSE last_change + 1 END, "
+                "change_feed = true WHERE collection_id = %s"
+            ),
+            (retention, scope.collection_id),
+        )
+        return
+    scope.conn.execute(scope.sql("DELETE FROM {s}.changes WHERE collection_id = %s"), (scope.collection_id,))
+    scope.conn.execute(
+        scope.sql(
+            "UPDATE {s}.collections SET change_feed = false, change_retention = NULL, "
+            "changes_from = last_change WHERE collection_id = %s"
+        ),
+        (scope.collection_id,),
+    )
+
+
+def delete(scope: Scope) -> None:
+    """Delete the collection's changes (it is being dropped)."""
+    scope.conn.execute(scope.sql("DELETE FROM {s}.changes WHERE collection_id = %s"), (scope.collection_id,))
+
+
+def kept(scope: Scope) -> tuple[int, int]:
+    """How many changes of the collection are kept, and their bytes (the rows' own sizes; the
+    table is shared by the schema's collections)."""
+    row = scope.conn.execute(
+        scope.sql(
+            "SELECT count(*), coalesce(sum(pg_column_size(x.*)), 0) FROM {s}.changes x "
+            "WHERE x.collection_id = %s"
+        ),
+        (scope.collection_id,),
+    ).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+_PAGE = """
+SELECT c.change_feed, c.changes_from, c.last_change,
+       x.seq, x.at, x.kind, x.id_a, x.id_b, x.similarity, x.cluster, x.clusters
+FROM {s}.collections c
+LEFT JOIN LATERAL (
+    SELECT * FROM {s}.changes y WHERE y.collection_id = c.collection_id AND y.seq > %(since)s
+    ORDER BY y.seq LIMIT %(n)s
+) x ON true
+WHERE c.collection_id = %(c)s
+ORDER BY x.seq
+"""
+
+
+def page(scope: Scope, name: str, since: int, limit: int) -> ChangesPage:
+    """Up to ``limit`` changes numbered after ``since``, read in one statement (one snapshot).
+    ChangesGoneError when changes after ``since`` are no longer kept; ChangesFeedError when the
+    collection keeps no feed."""
+    rows = scope.conn.execute(
+        scope.sql(_PAGE), {"c": scope.collection_id, "since": since, "n": limit}
+    ).fetchall()
+    if not rows:
+        raise CollectionNotFoundError(f"collection {name!r} was dropped")
+    on, first, last = rows[0][0], int(rows[0][1]), int(rows[0][2])
+    if not on:
+        raise ChangesFeedError(
+            f"collection {name!r} keeps no changes feed: turn it on with `neardup changes-feed on` "
+            "(or create it with --changes-feed)"
+        )
+    if since < first:
+        raise ChangesGoneError(
+            f"the changes of {name!r} after {since} are no longer all kept (the feed answers from "
+            f"since={first}): list the collection again and follow from since={last}"
+        )
+    if since > last:
+        raise ParamsError(f"since={since} is ahead of the changes of {name!r} (the last is {last})")
+    found = [_change(r[3:]) for r in rows if r[3] is not None]
+    return ChangesPage(found, found[-1].seq if found else last)
+
+
+def _change(r: tuple[Any, ...]) -> Change:
+    seq, at, kind, id_a, id_b, sim, cluster, clusters = r
+    if kind.startswith("document."):
+        return Change(int(seq), at, kind, id=id_a)
+    if kind.startswith("pair."):
+        return Change(int(seq), at, kind, id_a=id_a, id_b=id_b, jaccard=None if sim is None else float(sim))
+    if kind.startswith("cluster."):
+        return Change(int(seq), at, kind, cluster=int(cluster), clusters=[int(c) for c in clusters])
+    return Change(int(seq), at, kind)
+
+
+def read(url: str, scope: Scope, name: str, since: object, limit: object, timeout: object) -> ChangesPage:
+    """``page`` of a checked request (``request``), on ``scope``'s connection; when it finds
+    nothing and ``timeout`` > 0, ``wait``."""
+    since, limit, timeout = request(since, limit, timeout)
+    with translated(f"reading the changes of {name!r}"):
+        found = page(scope, name, since, limit)
+    if found.changes or timeout == 0:
+        return found
+    return wait(url, scope, name, since, limit, timeout)
+
+
+def wait(url: str, scope: Scope, name: str, since: int, limit: int, timeout: float) -> ChangesPage:
+    """``page``, waiting up to ``timeout`` seconds for a first change after ``since`` (LISTEN on a
+    connection of its own, opened before the first read so that no commit falls between)."""
+    deadline = time.monotonic() + timeout
+    mine = f"{scope.schema}.{scope.collection_id}"
+    with translated(f"waiting for changes of {name!r}"), closing(connect(url)) as conn:
+        conn.execute(f"LISTEN {CHANNEL}")
+        here = Scope(conn, scope.schema, scope.collection_id, scope.distributed)
+        while True:
+            found = page(here, name, since, limit)
+            left = deadline - time.monotonic()
+            if found.changes or left <= 0:
+                return found
+            for note in conn.notifies(timeout=left):
+                if note.payload == mine:
+                    break
