@@ -102,20 +102,30 @@ def open_or_create(url: str, collection: str, schema: str) -> Index:
 
 
 class Follower:
-    """Applies a followed table's queued changes to a collection; the table's one follower into
-    its queue while open (a session lock in the table's database)."""
+    """Applies a followed table's queued changes to a collection (created with the default
+    parameters if missing); the table's one follower into its queue while open (a session lock in
+    the table's database)."""
 
-    def __init__(self, source: Source, index: Index, index_url: str, *, lock_wait: float = LOCK_WAIT_SECONDS):
-        """Check the table and its triggers, and take the follower's lock (DatabaseError if another
-        follower keeps it ``lock_wait`` seconds)."""
-        self.source, self.index = source, index
+    def __init__(
+        self,
+        source: Source,
+        url: str,
+        collection: str = "default",
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        lock_wait: float = LOCK_WAIT_SECONDS,
+    ) -> None:
+        """Open the collection in the database at ``url``, check the table and its triggers, and
+        take the follower's lock (DatabaseError if another follower keeps it ``lock_wait`` seconds)."""
+        self.source = source
         self._conn = connect(source.url)
         try:
             self.table = source._checked(self._conn)
             with translated(f"checking the triggers on {self.table}"):
                 queue.require_installed(self._conn, source.schema, self.table, source.id_column)
                 self._lock(lock_wait)
-                self.same_database = _identity(index_url) == queue.identity(self._conn)
+                self.same_database = _identity(url) == queue.identity(self._conn)
+            self.index = open_or_create(url, collection, schema)
         except BaseException:
             self._conn.close()
             raise
@@ -130,8 +140,12 @@ class Follower:
             time.sleep(0.2)
 
     def close(self) -> None:
-        """Close the connection to the table's database (which lets go of the lock)."""
-        self._conn.close()
+        """Close the collection, and the connection to the table's database (which lets go of the
+        lock)."""
+        try:
+            self.index.close()
+        finally:
+            self._conn.close()
 
     def __enter__(self) -> Follower:
         return self

@@ -85,8 +85,7 @@ def cmd_follow(args: argparse.Namespace) -> int:
         return 0
     with ExitStack() as stack:
         url = stack.enter_context(database_url(args))
-        index = stack.enter_context(follow.open_or_create(url, args.collection, args.schema))
-        follower = stack.enter_context(follow.Follower(source, index, url))
+        follower = stack.enter_context(follow.Follower(source, url, args.collection, schema=args.schema))
         if args.once:
             _say(follower.drain(args.batch_size))
             return 0
