@@ -48,6 +48,11 @@ from neardup.storage.scope import Scope
 # dominate, small enough that a batch's shingles and signatures stay in a few hundred MB.
 DEFAULT_BATCH_SIZE = 50_000
 
+Finish = Callable[[Connection], None]
+"""What ``sync`` runs on its connection just before its transaction commits."""
+Synced = tuple[AddResult, int]
+"""What ``sync`` did: the add's counts, and how many documents it removed."""
+
 
 class Writer:
     """Writes one collection on the index's connection; a second connection probes buckets."""
@@ -174,12 +179,7 @@ class Writer:
         catalog.touch(ctx.scope)
         return len(found)
 
-    def sync(
-        self,
-        records: Iterable[Record],
-        removed: Iterable[str],
-        also: Callable[[Connection], None] | None = None,
-    ) -> tuple[AddResult, int]:
+    def sync(self, records: Iterable[Record], removed: Iterable[str], also: Finish | None = None) -> Synced:
         """Add or replace ``records`` and remove the documents ``removed``, all in one transaction
         (memory follows the records); ``also`` runs on the writer's connection inside it, just
         before it commits. Returns what the add did and how many documents were removed."""
