@@ -157,6 +157,16 @@ def _random_writes(url: str, table: str, count: int, seed: int) -> Iterator[int]
             yield done
 
 
+def _draining(url: str, schema: str, table: str, proc: subprocess.Popen[bytes], log: Any) -> None:
+    """Wait until the follower has taken changes off the queue since now: it is draining."""
+    before = _queued(url, schema, table)
+    deadline = time.monotonic() + 300
+    while _queued(url, schema, table) >= before:
+        assert proc.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, "the follower applied nothing"
+        time.sleep(0.05)
+
+
 def _start(argv: list[str], log: Any) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
 
@@ -200,10 +210,17 @@ def test_follower_killed_twice_ends_equal_to_a_fresh_build(
         # Small batches: many transactions, so that a kill falls inside one or between two.
         following = [*argv, "--batch-size", "25", "--poll", "1"]
         proc = _start(following, log)
-        kills = 0
+        kills, rng = 0, random.Random(3)
         try:
             for done in _random_writes(database_url, table, 2_000, seed=2):
-                if kills < 2 and done >= 700 * (kills + 1):
+                # Kill it with a batch or more pending, once it is seen taking changes off the queue.
+                if (
+                    kills < 2
+                    and done >= 700 * (kills + 1)
+                    and _queued(database_url, index_schema, table) > 25
+                ):
+                    _draining(database_url, index_schema, table, proc, log_path)
+                    time.sleep(rng.uniform(0, 0.3))  # then anywhere in a batch, or between two
                     assert proc.poll() is None, log_path.read_text()
                     proc.send_signal(signal.SIGKILL)
                     assert proc.wait(timeout=60) == -signal.SIGKILL
