@@ -454,7 +454,8 @@ def test_uninstall_leaves_nothing_behind(database_url: str, schema: str, source_
         database_url,
         "SELECT (SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(%s)), "
         "to_regclass(format('%%I.follow_queue', %s::text)), "
-        "(SELECT count(*) FROM pg_proc WHERE proname = 'follow_enqueue' AND pronamespace = %s::regnamespace)",
+        "(SELECT count(*) FROM pg_proc WHERE proname LIKE 'follow_enqueue%%' "
+        "AND pronamespace = %s::regnamespace)",
         (table, schema, schema),
     )
     assert left == [(0, None, 0)]

@@ -5,8 +5,8 @@ The queue holds ids, not rows: a change says "look at this id again", and applyi
 row as it is then (gone: remove the document). So applying a change twice does what applying it
 once did, and the queue may be filled twice for one row without harm.
 
-Every name from the user (the table, its columns) reaches SQL as an identifier (``sql.Identifier``)
-or, inside the trigger function, through ``format('%I')``; every value is bound.
+Every name from the user (the table, its columns) reaches SQL as an identifier (``sql.Identifier``),
+in the trigger function's body too; every value is bound.
 """
 
 from __future__ import annotations
@@ -37,32 +37,39 @@ TRIGGERS = {
     "TRUNCATE": ("neardup_follow_truncate", "BEFORE TRUNCATE", ""),
 }
 
-# The trigger function: one per neardup schema, shared by the tables followed into it. Its
-# arguments are the id column and the queue's schema; it queues the ids a statement touched (an
-# update the old and the new, which differ when the id changes) in one INSERT ... SELECT, and
-# notifies followers once. SECURITY DEFINER: the table's writers need no grant on the queue.
-_FUNCTION_BODY = r"""
-DECLARE
-    touched text := CASE TG_OP
-        WHEN 'INSERT' THEN 'SELECT %2$I FROM new_rows'
-        WHEN 'DELETE' THEN 'SELECT %2$I FROM old_rows'
-        WHEN 'UPDATE' THEN 'SELECT %2$I FROM old_rows UNION SELECT %2$I FROM new_rows'
-        ELSE 'SELECT %2$I FROM %3$I.%4$I'
-    END;
-    queued bigint;
+# The trigger function, one per followed table (its names are written into it, so that every
+# statement is static and planned once a session; one function for every table, reading the id
+# column from the trigger's arguments, had to EXECUTE dynamic SQL, which doubled the triggers' cost
+# to a single-row INSERT in bench_follow.py). It queues the ids a statement touched (an update the
+# old and the new, which differ when the id changes) in one INSERT ... SELECT, and notifies
+# followers once. SECURITY DEFINER: the table's writers need no grant on the queue.
+_FUNCTION_BODY = """
 BEGIN
-    EXECUTE format(
-        'INSERT INTO %1$I.follow_queue (source_schema, source_table, doc_id) '
-        'SELECT $1, $2, q.id::text FROM (' || touched || ') AS q(id) WHERE q.id IS NOT NULL',
-        TG_ARGV[1], TG_ARGV[0], TG_TABLE_SCHEMA, TG_TABLE_NAME
-    ) USING TG_TABLE_SCHEMA, TG_TABLE_NAME;
-    GET DIAGNOSTICS queued = ROW_COUNT;
-    IF queued > 0 THEN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO {s}.follow_queue (source_schema, source_table, doc_id)
+        SELECT TG_TABLE_SCHEMA, TG_TABLE_NAME, {id}::text FROM new_rows WHERE {id} IS NOT NULL;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO {s}.follow_queue (source_schema, source_table, doc_id)
+        SELECT TG_TABLE_SCHEMA, TG_TABLE_NAME, {id}::text FROM old_rows WHERE {id} IS NOT NULL;
+    ELSIF TG_OP = 'UPDATE' THEN
+        INSERT INTO {s}.follow_queue (source_schema, source_table, doc_id)
+        SELECT TG_TABLE_SCHEMA, TG_TABLE_NAME, q.id::text
+        FROM (SELECT {id} FROM old_rows UNION SELECT {id} FROM new_rows) AS q(id) WHERE q.id IS NOT NULL;
+    ELSE
+        INSERT INTO {s}.follow_queue (source_schema, source_table, doc_id)
+        SELECT TG_TABLE_SCHEMA, TG_TABLE_NAME, {id}::text FROM {table} WHERE {id} IS NOT NULL;
+    END IF;
+    IF FOUND THEN
         PERFORM pg_notify('neardup_follow', TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME);
     END IF;
     RETURN NULL;
 END
 """
+
+
+def _function(schema: str, found: Table) -> sql.Identifier:
+    """The table's trigger function (named by its oid: a table renamed keeps it)."""
+    return sql.Identifier(schema, f"{FUNCTION}_{found.oid}")
 
 
 @dataclass(frozen=True)
@@ -112,8 +119,8 @@ def check_columns(found: Table, columns: dict[str, Sequence[str]]) -> None:
 
 
 def install(conn: Connection, schema: str, found: Table, id_column: str) -> None:
-    """Create the queue and the trigger function in ``schema`` when missing, and (again) the
-    table's triggers; the caller's transaction makes it all or nothing."""
+    """Create the queue in ``schema`` when missing, and (again) the table's trigger function and
+    triggers; the caller's transaction makes it all or nothing."""
     s = sql.Identifier(schema)
     conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s))
     conn.execute(
@@ -129,11 +136,16 @@ def install(conn: Connection, schema: str, found: Table, id_column: str) -> None
             "ON {s}.follow_queue (source_schema, source_table, seq)"
         ).format(s=s)
     )
+    body = (
+        sql.SQL(_FUNCTION_BODY)
+        .format(s=s, id=sql.Identifier(id_column), table=found.identifier)
+        .as_string(conn)
+    )
     conn.execute(
         sql.SQL(
-            "CREATE OR REPLACE FUNCTION {s}.follow_enqueue() RETURNS trigger LANGUAGE plpgsql "
+            "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql "
             "SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS {body}"
-        ).format(s=s, body=sql.Literal(_FUNCTION_BODY))
+        ).format(function=_function(schema, found), body=sql.Literal(body))
     )
     for name, when, referencing in TRIGGERS.values():
         trigger = sql.Identifier(name)
@@ -141,13 +153,13 @@ def install(conn: Connection, schema: str, found: Table, id_column: str) -> None
         conn.execute(
             sql.SQL(
                 "CREATE TRIGGER {trigger} {when} ON {table} {referencing} FOR EACH STATEMENT "
-                "EXECUTE FUNCTION {s}.follow_enqueue({id_column}, {schema})"
+                "EXECUTE FUNCTION {function}({id_column}, {schema})"
             ).format(
                 trigger=trigger,
                 when=sql.SQL(when),
                 table=found.identifier,
                 referencing=sql.SQL(referencing),
-                s=s,
+                function=_function(schema, found),
                 id_column=sql.Literal(id_column),
                 schema=sql.Literal(schema),
             )
@@ -167,8 +179,8 @@ def enqueue_all(conn: Connection, schema: str, found: Table, id_column: str) -> 
 
 
 def uninstall(conn: Connection, schema: str, found: Table) -> bool:
-    """Drop the table's triggers and its queued changes; the queue and the function too when no
-    other table uses them. False when the table had no trigger to drop."""
+    """Drop the table's triggers, its trigger function and its queued changes; the queue too when
+    no other table uses it. False when the table had no trigger to drop."""
     had = installed(conn, schema, found) is not None
     for name, _, _ in TRIGGERS.values():
         conn.execute(
@@ -182,13 +194,13 @@ def uninstall(conn: Connection, schema: str, found: Table) -> bool:
             ),
             (found.schema, found.name),
         )
+    conn.execute(sql.SQL("DROP FUNCTION IF EXISTS {}()").format(_function(schema, found)))
     users = conn.execute(
         "SELECT count(*) FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid "
-        "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s AND p.proname = %s",
-        (schema, FUNCTION),
+        "JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s AND p.proname LIKE %s",
+        (schema, f"{FUNCTION}%"),
     ).fetchone()
     if users is not None and users[0] == 0:
-        conn.execute(sql.SQL("DROP FUNCTION IF EXISTS {s}.follow_enqueue()").format(s=s))
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {s}.follow_queue").format(s=s))
     return had
 
