@@ -454,9 +454,9 @@ def test_uninstall_leaves_nothing_behind(database_url: str, schema: str, source_
         database_url,
         "SELECT (SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(%s)), "
         "to_regclass(format('%%I.follow_queue', %s::text)), "
-        "(SELECT count(*) FROM pg_proc WHERE proname LIKE 'follow_enqueue%%' "
+        "(SELECT count(*) FROM pg_proc WHERE proname = 'follow_enqueue_' || to_regclass(%s)::oid "
         "AND pronamespace = %s::regnamespace)",
-        (table, schema, schema),
+        (table, schema, table, schema),
     )
     assert left == [(0, None, 0)]
     # The table's writers are no longer slowed by anything of neardup's.
