@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import random
 import statistics
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -159,8 +160,7 @@ def _drain(report: Report, url: str, schema: str, app: str, source: follow.Sourc
     for batch in (1_000, follow.DEFAULT_FOLLOW_BATCH):
         follow.install(source)  # the triggers, and every row queued
         with follow.Follower(source, url, f"followed-{batch}", schema=schema) as follower:
-            drain: Callable[[], follow.Applied] = lambda f=follower, b=batch: f.drain(b)  # noqa: E731
-            seconds, applied = timed(drain)
+            seconds, applied = timed(functools.partial(follower.drain, batch))
         assert applied.added.added == len(texts)
         results.append(
             [f"`follow --once --batch-size {batch}`", f"{seconds:.2f}", f"{len(texts) / seconds:,.0f}"]
