@@ -164,38 +164,19 @@ class Writer:
 
     def remove(self, ids: Iterable[str]) -> int:
         """Remove documents by id with their pairs; returns how many were found."""
-        wanted = _ids(ids)
+        wanted = list(dict.fromkeys(ids))
+        for i, doc_id in enumerate(wanted):
+            if not isinstance(doc_id, str):
+                raise InputError(f"id {i}: expected a string, got {type(doc_id).__name__}")
         if not wanted:
             return 0
         with translated(f"removing documents from {self.name!r}"), transaction(self._scope.conn):
             ctx = self._context()
             store.lock(ctx)
-            return self._remove(ctx, wanted)
-
-    def _remove(self, ctx: BatchContext, wanted: list[str]) -> int:
-        """Remove documents by id inside ``ctx``'s transaction, which holds the collection's lock."""
-        found, content_ids = document_rows.delete_by_external_id(ctx.scope, wanted)
-        store.drop_orphans(ctx, content_ids)
-        catalog.touch(ctx.scope)
+            found, content_ids = document_rows.delete_by_external_id(ctx.scope, wanted)
+            store.drop_orphans(ctx, content_ids)
+            catalog.touch(ctx.scope)
         return len(found)
-
-    def sync(self, records: Iterable[Record], removed: Iterable[str], also: Finish | None = None) -> Synced:
-        """Add or replace ``records`` and remove the documents ``removed``, all in one transaction
-        (memory follows the records); ``also`` runs on the writer's connection inside it, just
-        before it commits. Returns what the add did and how many documents were removed."""
-        batch = Batch.of(list(documents(records)), 0)
-        wanted = _ids(removed)
-        with translated(f"applying changes to {self.name!r}"), transaction(self._scope.conn):
-            ctx = self._context()
-            store.lock(ctx)
-            found = self._remove(ctx, wanted) if wanted else 0
-            result = AddResult()
-            if len(batch):
-                sketch = self.sketcher.sketch(batch.texts)
-                result = self._write(ctx, batch, sketch, None, None, may_defer=False)
-            if also is not None:
-                also(self._scope.conn)
-        return result, found
 
     def rebuild(self, config: IndexConfig, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         """Store ``config`` and recompute buckets, pairs and clusters under it, in one transaction:
@@ -255,6 +236,31 @@ class Writer:
             self._end_deferral()
         except Exception:  # the ingest's own error is the one to report
             self._deferral.memory = None
+
+    # -- a follower's batch ------------------------------------------------------------------------
+
+    def sync(self, records: Iterable[Record], removed: Iterable[str], also: Finish | None = None) -> Synced:
+        """Add or replace ``records`` and remove the documents ``removed``, all in one transaction
+        (memory follows the records); ``also`` runs on the writer's connection inside it, just
+        before it commits. Returns what the add did and how many documents were removed."""
+        batch = Batch.of(list(documents(records)), 0)
+        wanted = _ids(removed)
+        with translated(f"applying changes to {self.name!r}"), transaction(self._scope.conn):
+            ctx = self._context()
+            store.lock(ctx)
+            found = 0
+            if wanted:
+                gone, content_ids = document_rows.delete_by_external_id(ctx.scope, wanted)
+                store.drop_orphans(ctx, content_ids)
+                catalog.touch(ctx.scope)
+                found = len(gone)
+            result = AddResult()
+            if len(batch):
+                sketch = self.sketcher.sketch(batch.texts)
+                result = self._write(ctx, batch, sketch, None, None, may_defer=False)
+            if also is not None:
+                also(self._scope.conn)
+        return result, found
 
     # -- one batch -------------------------------------------------------------------------------
 
