@@ -341,6 +341,19 @@ class Index:
         """Remove documents by id, with their pairs; returns how many were found. Unknown ids are ignored."""
         return self._writer.remove(ids)
 
+    def sync(
+        self,
+        records: Iterable[Record],
+        removed: Iterable[str],
+        *,
+        also: Callable[[Connection], None] | None = None,
+    ) -> tuple[AddResult, int]:
+        """Add or replace ``records`` and remove the documents ``removed`` in one transaction: all
+        or nothing, memory following the records. ``also``, when given, runs on the index's
+        connection inside that transaction before it commits (a follower deletes the changes it
+        applied so). Returns what was added and how many documents were removed."""
+        return self._writer.sync(records, removed, also)
+
     def rebuild(
         self,
         threshold: float | None = None,

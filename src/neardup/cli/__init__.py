@@ -1,7 +1,7 @@
 """The ``neardup`` command line: parse, call the library, format. Data on stdout, messages on stderr.
 
 One module per group of commands (``collections``, ``ingest``, ``listing``, ``evaluate``,
-``schema``, ``server``, ``tokens``, ``labels``); in each, a command's options sit right above its
+``follow``, ``schema``, ``server``, ``tokens``, ``labels``); in each, a command's options sit right above its
 handler and its docstring is its help (``command``). Shared option groups are in ``options``,
 output formats in ``output``, where the database is in ``connect``, the parser and ``main`` in
 ``main``. The library is imported inside the handlers, so ``neardup --help`` starts at once.

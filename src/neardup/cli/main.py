@@ -8,7 +8,18 @@ import sys
 from collections.abc import Sequence
 
 from neardup import __version__
-from neardup.cli import changes, collections, evaluate, ingest, labels, listing, schema, server, tokens
+from neardup.cli import (
+    changes,
+    collections,
+    evaluate,
+    follow,
+    ingest,
+    labels,
+    listing,
+    schema,
+    server,
+    tokens,
+)
 from neardup.cli.command import COMMANDS, Command
 from neardup.cli.options import output_format
 
@@ -23,6 +34,7 @@ ORDER = (
     "check",
     "dedup",
     "remove",
+    "follow",
     "stats",
     "changes",
     "changes-feed",
@@ -37,7 +49,7 @@ ORDER = (
     "server",
 )
 # Each module registers its commands as it is imported; named here so that the import is used.
-MODULES = (changes, collections, evaluate, ingest, labels, listing, schema, server, tokens)
+MODULES = (changes, collections, evaluate, follow, ingest, labels, listing, schema, server, tokens)
 # Options before the command that take a value (so the command's name can be found before parsing).
 _GLOBAL_VALUES = ("--db", "--collection", "--schema")
 

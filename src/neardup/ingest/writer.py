@@ -38,7 +38,7 @@ from neardup.ingest.prework import Prework, Verdicts
 from neardup.ingest.reading import Upcoming
 from neardup.ingest.result import AddResult
 from neardup.ingest.stages import NO_CLOCK, StageClock, stage, submit, timed, timing
-from neardup.records import Record
+from neardup.records import Record, documents
 from neardup.storage import buckets, catalog
 from neardup.storage import documents as document_rows
 from neardup.storage.connect import Connection, transaction, translated
@@ -47,6 +47,11 @@ from neardup.storage.scope import Scope
 # Documents per transaction in add(): large enough that COPY and the set-based statements
 # dominate, small enough that a batch's shingles and signatures stay in a few hundred MB.
 DEFAULT_BATCH_SIZE = 50_000
+
+Finish = Callable[[Connection], None]
+"""What ``sync`` runs on its connection just before its transaction commits."""
+Synced = tuple[AddResult, int]
+"""What ``sync`` did: the add's counts, and how many documents it removed."""
 
 
 class Writer:
@@ -244,6 +249,31 @@ class Writer:
         except Exception:  # the ingest's own error is the one to report
             self._deferral.memory = None
 
+    # -- a follower's batch ------------------------------------------------------------------------
+
+    def sync(self, records: Iterable[Record], removed: Iterable[str], also: Finish | None = None) -> Synced:
+        """Add or replace ``records`` and remove the documents ``removed``, all in one transaction
+        (memory follows the records); ``also`` runs on the writer's connection inside it, just
+        before it commits. Returns what the add did and how many documents were removed."""
+        batch = Batch.of(list(documents(records)), 0)
+        wanted = _ids(removed)
+        with translated(f"applying changes to {self.name!r}"), transaction(self._scope.conn):
+            ctx = self._context()
+            store.lock(ctx)
+            found = 0
+            if wanted:
+                gone, content_ids = document_rows.delete_by_external_id(ctx.scope, wanted)
+                store.drop_orphans(ctx, content_ids)
+                catalog.touch(ctx.scope)
+                found = len(gone)
+            result = AddResult()
+            if len(batch):
+                sketch = self.sketcher.sketch(batch.texts)
+                result = self._write(ctx, batch, sketch, None, None, may_defer=False)
+            if also is not None:
+                also(self._scope.conn)
+        return result, found
+
     # -- one batch -------------------------------------------------------------------------------
 
     def _write(
@@ -356,6 +386,15 @@ class Writer:
                 catalog.reserve(ctx.scope if pool is None else ctx.second(), plan.new_ids.size)
             )
         return plan, new_hashes, written, rows_written
+
+
+def _ids(ids: Iterable[str]) -> list[str]:
+    """Distinct ids in order, or InputError naming the first that is no string."""
+    wanted = list(dict.fromkeys(ids))
+    for i, doc_id in enumerate(wanted):
+        if not isinstance(doc_id, str):
+            raise InputError(f"id {i}: expected a string, got {type(doc_id).__name__}")
+    return wanted
 
 
 def _documents(ctx: BatchContext, batch: Batch, plan: BatchPlan, name: str) -> None:
