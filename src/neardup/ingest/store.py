@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from neardup.core.candidates import bucket_groups, candidate_pairs
+from neardup.core.candidates import bucket_groups, candidate_parts
 from neardup.core.components import component_labels
 from neardup.core.lsh import bucket_rows
 from neardup.core.minhash import empty_rows
@@ -177,6 +177,5 @@ def reband(ctx: BatchContext) -> None:
         buckets.insert(scope, *bucket_rows(ids, ctx.sketcher.band_keys(sigs)))
     groups = bucket_groups(*buckets.shared_buckets(scope))
     buckets.create_index(scope)
-    cand = candidate_pairs(groups, first_new=0)
-    if cand.shape[0]:
+    for cand in candidate_parts(groups, first_new=0):  # in parts: memory follows none of a hot bucket's pairs
         store_pairs(ctx, verification.verify_pairs(scope, ctx.config, ctx.sketcher, cand, None, None))

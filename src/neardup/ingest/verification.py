@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.config import IndexConfig
+from neardup.core.distinct import distinct
 from neardup.core.ragged import Ragged, concat
 from neardup.core.shingle import distinct_rows
 from neardup.core.sketch import Sketch, Sketcher
@@ -111,7 +112,7 @@ def verify_pairs(
     reaches the threshold. The plan's new contents are the batch's (in ``sketch``); the others are
     read from the store on ``scope``."""
     threshold, num_perm = config.threshold, config.params.num_perm
-    ids = np.unique(cand)
+    ids = distinct(cand)
     is_new = plan.is_new(ids) if plan is not None else np.zeros(ids.size, dtype=bool)
     old, new = ids[~is_new], ids[is_new]
     # Sketch rows of the batch's new contents.
@@ -130,7 +131,7 @@ def verify_pairs(
     keep = hopeful(agree, threshold, num_perm)
     cand, left, right = cand[keep], left[keep], right[keep]
     # The rows in a pair, renumbered in order: the stored ones (below old.size) come first.
-    used = np.unique(np.concatenate([left, right]))
+    used = distinct(np.concatenate([left, right]))
     needed = used[used < old.size]
     texts = _stored_texts(scope, old[needed])
     exact = _exact(
