@@ -88,12 +88,14 @@ def candidate_pairs(groups: Ragged, first_new: int = 0) -> npt.NDArray[np.int64]
 
 
 def candidate_parts(
-    groups: Ragged, first_new: int = 0, budget: int = PAIRS_PER_PART
+    groups: Ragged, first_new: int = 0, budget: int | None = None
 ) -> Iterator[npt.NDArray[np.int64]]:
     """``candidate_pairs`` in parts, each pair in exactly one: the pairs whose larger member lies in
     one range of ids, the ranges cut so that a part holds about ``budget`` pairs before repeats
-    across bands are dropped (more only where one id alone has more). Memory follows the budget and
-    the groups, never the number of pairs, which grows with the square of a hot bucket's size."""
+    across bands are dropped (more only where one id alone has more; ``PAIRS_PER_PART`` if None).
+    Memory follows the budget and the groups, never the number of pairs, which grows with the
+    square of a hot bucket's size."""
+    budget = PAIRS_PER_PART if budget is None else budget
     members, offsets = _ascending(groups)
     position = np.arange(members.size, dtype=np.int64) - np.repeat(offsets[:-1], np.diff(offsets))
     new = members >= first_new
