@@ -14,7 +14,7 @@ import pytest
 
 from neardup.core import candidates
 from neardup.core.params import Params
-from neardup.ingest import verification
+from neardup.ingest import prework, verification
 from tests._corpus import WORDS, brute_force_pairs, components
 
 pytestmark = pytest.mark.distributed_variant
@@ -91,3 +91,27 @@ def test_a_reband_of_hot_buckets_in_parts_stores_every_pair_brute_force_finds(
     assert pairs == truth
     assert clusters == components(truth)
     assert len(parts) > 50
+
+
+def test_a_concurrent_batch_with_more_candidates_than_it_may_judge_ahead_judges_them_in_its_turn(
+    make_index: Callable[..., Any], parts: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = hot_corpus(seed=7)
+    index = make_index(threshold=0.8, bands=64, rows=2)
+    index.add(docs[:90])
+    verdicts: list[int] = []
+    before_turn = prework.before_turn
+
+    def recording(*args: Any, **kwargs: Any) -> prework.Prework | None:
+        pre = before_turn(*args, **kwargs)
+        verdicts.append(-1 if pre is None else len(pre.verdicts))
+        return pre
+
+    monkeypatch.setattr(prework, "JUDGED_AHEAD", 30)
+    monkeypatch.setattr(prework, "before_turn", recording)
+    index.add(docs[90:], batch_size=60, concurrent=True)
+    assert verdicts == [0, 0]  # both batches probed ahead, neither held its verdicts
+    truth = set(brute_force_pairs(docs, Params(bands=64, rows=2), 0.8))
+    pairs, clusters = _pairs_and_clusters(index)
+    assert pairs == truth
+    assert clusters == components(truth)
