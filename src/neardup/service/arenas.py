@@ -1,9 +1,9 @@
 """The serve process's malloc arenas, capped: glibc gives threads arenas of their own (up to eight
 a core), and a service whose requests run on a pool of threads, each batch allocating and freeing
-its arrays, leaves each arena's freed pages fragmented and resident. Measured with writers and
-readers at once (docs/benchmarks/load.md), the resident memory kept climbing a little with the
-default and stayed flat with two arenas; the Python heap stayed flat either way. A setting the user
-gives (``MALLOC_ARENA_MAX`` in the environment) stands."""
+its arrays, leaves freed pages fragmented and resident in each arena it touched. Side by side under
+writers and readers (docs/benchmarks/load.md), two arenas held less memory and climbed more slowly
+than the default; the ingest's own Python heap stays flat either way. A setting the user gives
+(``MALLOC_ARENA_MAX`` in the environment) stands."""
 
 from __future__ import annotations
 
