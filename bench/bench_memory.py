@@ -23,7 +23,7 @@ kernel's ``ru_maxrss`` of the process. The PostgreSQL server's memory is not cou
 under 2 GiB at the default batch size, finishing. The script exits 0 whatever the figures.
 
     python bench/bench_memory.py [--n 100000[,1000000]] [--cluster 100,10000] [--request 20000]
-        [--one-request 100000] [--memory-limit 6G] [--timeout 600] [--db URL]
+        [--one-request 100000] [--only 0,3] [--memory-limit 6G] [--timeout 600] [--db URL]
         [--out docs/benchmarks/memory-hot.md]
 """
 
@@ -148,6 +148,7 @@ class Outcome:
     documents: int | None = None
     pairs: int | None = None
     notes: list[str] = field(default_factory=list)
+    load: float = float("nan")  # the machine's 1-minute load average as the case ended
 
 
 def limited(limit: int) -> Callable[[], None]:
@@ -469,6 +470,8 @@ def table_rows(done: Sequence[tuple[Case, Outcome]]) -> list[list[str]]:
             mib(out.peak_vms),
             _count(out.documents),
             _count(out.pairs),
+            "" if not out.pairs or not out.seconds else f"{out.pairs / out.seconds:,.0f}",
+            f"{out.load:.1f}",
             out.status,
             "yes" if goal_met(out) else "**no**",
         ]
@@ -524,7 +527,8 @@ def _report(
         f"{SAMPLE_S} s (the process and its children) and the kernel's `ru_maxrss`; for HTTP it "
         "includes the idle server. Peak VMS: the largest address space of one of its processes. "
         "Documents and pairs: what the case's committed transactions stored. The PostgreSQL "
-        "server's memory is not counted.",
+        "server's memory is not counted. Load: the machine's 1-minute load average as the case "
+        f"ended (its {os.cpu_count()} cores are shared with other work; seconds stretch with it).",
         "",
         "Jaccard of sampled pairs of one cluster (the benchmark's 5-shingles; for the issue's "
         "records, pairs with the same topic numbers), lowest / median / highest: " + "; ".join(similar) + ".",
@@ -540,10 +544,12 @@ def _report(
             "peak VMS MiB",
             "documents",
             "pairs",
+            "pairs a second",
+            "load",
             "ended",
             "goal < 2 GiB",
         ],
-        "lllrrrrrll",
+        "lllrrrrrrrll",
         table_rows(done),
     )
     notes = [
@@ -591,6 +597,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--one-request", type=int, default=100_000, help="issue records in one POST (default 100000; 0: none)"
     )
+    ap.add_argument(
+        "--only", type=numbers, help="run only these cases, numbered from 0 in the order listed above"
+    )
     ap.add_argument("--batch-size", type=int, help="neardup add --batch-size (default: the command's own)")
     ap.add_argument(
         "--memory-limit", type=size, default=size("6G"), help="address space and RSS limit (default 6G)"
@@ -605,6 +614,8 @@ def main() -> None:
     """Run every case and write the report; exits 0 whatever the figures."""
     args = parse_args()
     todo = cases(args.n, args.cluster, args.request, args.one_request)
+    if args.only:
+        todo = [case for number, case in enumerate(todo) if number in args.only]
     shapes = {case.shape: case.n for case in todo}
     similar = [
         f"{shape.name} " + " / ".join(f"{j:.2f}" for j in jaccard_sample(shape, n))
@@ -623,6 +634,7 @@ def main() -> None:
         for number, case in enumerate(todo):
             print(f"{case.way}, {case.shape.name}, N {case.n:,} ...", file=sys.stderr, flush=True)
             out = run_case(setup, db, number, case)
+            out.load = os.getloadavg()[0]
             print(
                 f"  {out.status} in {out.seconds:,.1f} s, peak RSS {mib(out.peak_rss)} MiB, "
                 f"{_count(out.documents)} documents, {_count(out.pairs)} pairs",

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup.core import Ragged
-from neardup.core.candidates import candidate_pairs
+from neardup.core.candidates import candidate_pairs, candidate_parts
 
 groups_strategy = st.lists(st.lists(st.integers(0, 40), min_size=1, max_size=8, unique=True), max_size=15)
 
@@ -36,3 +36,20 @@ def test_unsorted_groups_and_empty_groups_are_handled() -> None:
     # Group 0 descends inside; group 1 is empty; the last group is empty too.
     groups = Ragged(np.array([5, 2, 9, 1, 3], dtype=np.int64), np.array([0, 2, 2, 5, 5], dtype=np.int64))
     assert candidate_pairs(groups).tolist() == [[1, 3], [1, 9], [2, 5], [3, 9]]
+
+
+@given(groups=groups_strategy, first_new=st.integers(0, 41), budget=st.integers(1, 30))
+def test_candidate_parts_hold_each_pair_once_within_the_budget(
+    groups: list[list[int]], first_new: int, budget: int
+) -> None:
+    ragged = Ragged.from_arrays(groups, np.int64)
+    parts = [[tuple(p) for p in part.tolist()] for part in candidate_parts(ragged, first_new, budget)]
+    together = [p for part in parts for p in part]
+    assert sorted(together) == [tuple(p) for p in candidate_pairs(ragged, first_new).tolist()]
+    # Each part covers a range of larger ids of its own, in order.
+    larger = [(min(b for _, b in part), max(b for _, b in part)) for part in parts]
+    assert all(hi < lo for (_, hi), (lo, _) in itertools.pairwise(larger))
+    # A part holds more than the budget (repeats counted) only when one larger id alone has more.
+    for part in parts:
+        ids = {b for _, b in part}
+        assert len(ids) == 1 or len(part) <= budget

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import numpy.typing as npt
 
@@ -11,6 +13,9 @@ from neardup.core.ragged import Ragged
 
 # Mixes the band into the bucket key so one sort groups every band at once (odd: a bijection per band).
 _BAND_MIX = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as a signed 64-bit integer
+# Candidate pairs (counted with their repeats across bands) an ingest holds at once: with their
+# keys, agreements and the shingle sets read to verify them, a few hundred bytes each.
+PAIRS_PER_PART = 1 << 21
 
 
 def mixed_keys(band: npt.ArrayLike, bucket: npt.ArrayLike) -> npt.NDArray[np.int64]:
@@ -78,6 +83,55 @@ def candidate_pairs(groups: Ragged, first_new: int = 0) -> npt.NDArray[np.int64]
     ``first_new`` (negative ones too) are documents whose pairs among themselves are already known.
     Pairs that meet in several bands are returned once.
     """
+    members, offsets = _ascending(groups)
+    return _distinct(_kernels.group_pairs(members, offsets, int(first_new)))
+
+
+def candidate_parts(
+    groups: Ragged, first_new: int = 0, budget: int | None = None
+) -> Iterator[npt.NDArray[np.int64]]:
+    """``candidate_pairs`` in parts, each pair in exactly one: the pairs whose larger member lies in
+    one range of ids, the ranges cut so that a part holds about ``budget`` pairs before repeats
+    across bands are dropped (more only where one id alone has more; ``PAIRS_PER_PART`` if None).
+    Memory follows the budget and the groups, never the number of pairs, which grows with the
+    square of a hot bucket's size."""
+    budget = PAIRS_PER_PART if budget is None else budget
+    members, offsets = _ascending(groups)
+    position = np.arange(members.size, dtype=np.int64) - np.repeat(offsets[:-1], np.diff(offsets))
+    new = members >= first_new
+    # Each member b pairs with every member before it in its group: ``position`` pairs there.
+    ids = distinct(members[new])
+    at = np.searchsorted(ids, members[new])
+    per_id = np.bincount(at, weights=position[new], minlength=ids.size).astype(np.int64)
+    ends = _cuts(np.cumsum(per_id), budget)
+    start = 0
+    for end in ends.tolist():
+        lo, hi = int(ids[start]), int(ids[end - 1])
+        start = end
+        # Pairs (a, b) with lo <= b <= hi: within each group, the members up to hi (a prefix, the
+        # group being ascending), pairing only the members from lo on as the larger.
+        keep = members <= hi
+        kept_offsets = np.r_[0, np.cumsum(keep)][offsets].astype(np.int64)
+        pairs = _kernels.group_pairs(members[keep], kept_offsets, max(int(first_new), lo))
+        if pairs.shape[0]:
+            yield _distinct(pairs)
+
+
+def _cuts(cumulative: npt.NDArray[np.int64], budget: int) -> npt.NDArray[np.int64]:
+    """Ends (exclusive) of consecutive ranges of ids whose pair counts (``cumulative``: running
+    totals) add up to about ``budget`` each; every range holds at least one id."""
+    ends: list[int] = []
+    start, done = 0, 0
+    while start < cumulative.size:
+        end = int(np.searchsorted(cumulative, done + budget, "right"))
+        end = max(end, start + 1)
+        ends.append(end)
+        done, start = int(cumulative[end - 1]), end
+    return np.asarray(ends, dtype=np.int64)
+
+
+def _ascending(groups: Ragged) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The members and offsets of ``groups``, each group sorted ascending (as the kernel needs)."""
     members = np.asarray(groups.values, dtype=np.int64)
     offsets = np.asarray(groups.offsets, dtype=np.int64)
     descending = np.diff(members) < 0
@@ -85,10 +139,14 @@ def candidate_pairs(groups: Ragged, first_new: int = 0) -> npt.NDArray[np.int64]
     # A drop from one group's last member to the next group's first is no disorder.
     descending[boundaries[(boundaries > 0) & (boundaries < members.size)] - 1] = False
     if descending.any():
-        # Each group must be ascending for the kernel; sort within groups without a Python loop.
+        # Sort within groups without a Python loop.
         group_of = np.repeat(np.arange(len(groups)), groups.lengths())
         members = members[np.lexsort((members, group_of))]
-    pairs = _kernels.group_pairs(members, offsets, int(first_new))
+    return members, offsets
+
+
+def _distinct(pairs: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The distinct rows of n x 2 ``pairs``, sorted."""
     if pairs.shape[0] == 0:
         return pairs
     if pairs.min() >= -(2**31) and pairs.max() < 2**31:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from neardup.core.candidates import bucket_groups, candidate_pairs
+from neardup.core.candidates import bucket_groups, candidate_parts
 from neardup.core.lsh import bucket_rows, distinct_keys
 from neardup.core.sketch import Sketch
 from neardup.ingest import store, verification
@@ -37,6 +37,11 @@ from neardup.storage import documents as document_rows
 from neardup.storage.scope import read_snapshot
 
 Verdicts = dict[tuple[int, int], float]
+
+# Candidate pairs (repeats across bands counted) a batch judges before its turn and holds as
+# verdicts, a Python dict entry each (~200 bytes); a batch with more judges them in its turn, in
+# parts (``core.candidates.candidate_parts``), so that its memory follows no hot bucket.
+JUDGED_AHEAD = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -106,8 +111,10 @@ def before_turn(ctx: BatchContext, batch: Batch, sketch: Sketch, *, deferring: b
             members = buckets.members_of(second, *distinct_keys(plan.keys))
             rows = bucket_rows(plan.bearing_ids, plan.keys)
             groups = bucket_groups(*(np.concatenate([m, n]) for m, n in zip(members, rows, strict=True)))
-            cand = candidate_pairs(groups, first_new=plan.first_new)
-            if cand.shape[0]:
+            parts = candidate_parts(groups, first_new=plan.first_new, budget=JUDGED_AHEAD)
+            cand = next(parts, None)
+            # More candidates than that: judged in the batch's turn, in parts, not held here.
+            if cand is not None and next(parts, None) is None:
                 found = verification.verify_pairs(second, ctx.config, ctx.sketcher, cand, plan, sketch)
                 verdicts = dict.fromkeys(pair_keys(cand, plan), -1.0)
                 accepted = pair_keys(np.stack([found.left, found.right], axis=1), plan)

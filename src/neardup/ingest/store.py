@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from neardup.core.candidates import bucket_groups, candidate_pairs
+from neardup.core.candidates import bucket_groups, candidate_parts
 from neardup.core.cluster_ids import ALONE, NEW, SHOWN, ClusterChanges, decide_clusters
 from neardup.core.components import component_labels
 from neardup.core.distinct import distinct
@@ -224,13 +224,18 @@ def reband(ctx: BatchContext) -> None:
         buckets.insert(scope, *bucket_rows(ids, ctx.sketcher.band_keys(sigs)))
     groups = bucket_groups(*buckets.shared_buckets(scope))
     buckets.create_index(scope)
-    cand = candidate_pairs(groups, first_new=0)
-    left = right = np.empty(0, dtype=np.int64)
-    if cand.shape[0]:
+    # In parts, so that memory follows none of a hot bucket's pairs: each part's pairs are stored
+    # and folded into the components so far (``component``: each content's smallest member).
+    component = everyone.copy()
+    for cand in candidate_parts(groups, first_new=0):
         found = verification.verify_pairs(scope, ctx.config, ctx.sketcher, cand, None, None)
         left, right = np.minimum(found.left, found.right), np.maximum(found.left, found.right)
         _copy_pairs(ctx, left, right, found.similarity)
-    component = component_labels(everyone, left, right)
+        if left.size:
+            nodes = distinct(component)
+            at_left, at_right = np.searchsorted(everyone, left), np.searchsorted(everyone, right)
+            merged = component_labels(nodes, component[at_left], component[at_right])
+            component = merged[np.searchsorted(nodes, component)]
     settle_clusters(scope, old, component, everyone, _ranks(scope, old, component, None))
 
 

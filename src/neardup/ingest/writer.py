@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.config import IndexConfig
-from neardup.core.candidates import candidate_pairs
+from neardup.core.candidates import candidate_parts
 from neardup.core.lsh import bucket_rows
 from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketch, Sketcher
@@ -413,25 +413,31 @@ def _pair(
 ) -> int:
     """Find the new contents' candidate pairs with ``members``, verify them (stored contents read
     on ``reading``; ``verdicts``: pairs judged before the turn, not verified again), store the
-    verified ones and merge clusters; returns how many were stored."""
+    verified ones and merge clusters; returns how many were stored. The candidates go in parts
+    (``candidate_parts``), each verified and stored before the next is made, so that a hot bucket
+    (its pairs growing with the square of its size) costs time, never memory."""
     if plan.bearing_ids.size == 0:
         return 0
     rows = bucket_rows(plan.bearing_ids, plan.keys)
-    cand = _candidates(members.groups(ctx, plan, rows), plan.first_new)
-    found = None
-    if cand.shape[0] and verdicts:  # prework's batches, never in memory nor beside the COPY
-        found = prework.verify_unjudged(ctx, cand, plan, sketch, verdicts)
-    elif cand.shape[0]:
-        found = verification.verify_pairs(reading, ctx.config, ctx.sketcher, cand, plan, sketch)
+    parts = _candidates(members.groups(ctx, plan, rows), plan.first_new)
+    stored = 0
+    while (cand := _next_part(parts)) is not None:
+        if verdicts:  # prework's batches, never in memory nor beside the COPY
+            found = prework.verify_unjudged(ctx, cand, plan, sketch, verdicts)
+        else:
+            found = verification.verify_pairs(reading, ctx.config, ctx.sketcher, cand, plan, sketch)
+        store.store_pairs(ctx, found, plan.new_ids)
+        stored += int(found.left.size)
     members.written(ctx, rows)
-    if found is None:
-        return 0
-    store.store_pairs(ctx, found, plan.new_ids)
-    return int(found.left.size)
+    return stored
+
+
+def _candidates(groups: Ragged, first_new: int) -> Iterator[npt.NDArray[np.int64]]:
+    for cand in candidate_parts(groups, first_new=first_new):
+        cand[:, 0] = np.abs(cand[:, 0])
+        yield cand
 
 
 @stage("candidate pairs")
-def _candidates(groups: Ragged, first_new: int) -> npt.NDArray[np.int64]:
-    cand = candidate_pairs(groups, first_new=first_new)
-    cand[:, 0] = np.abs(cand[:, 0])
-    return cand
+def _next_part(parts: Iterator[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64] | None:
+    return next(parts, None)

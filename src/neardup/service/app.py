@@ -11,6 +11,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from neardup import __version__
 from neardup.service import docs, logs, problems, review, routes
+from neardup.service.arenas import cap_arenas
 from neardup.service.bodies import BodyTooLargeError, read_body, replay
 from neardup.service.context import DEFAULT_MAX_BODY, Context, Settings
 from neardup.service.fast_query import FastQuery
@@ -58,6 +59,7 @@ async def _no_body() -> Message:
 
 def create_app(settings: Settings) -> FastAPI:
     """The service for one database (every collection of its schema)."""
+    cap_arenas()  # before the request threads exist: each would take an arena of its own
     ctx = Context(settings)
 
     @asynccontextmanager

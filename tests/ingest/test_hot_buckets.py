@@ -1,0 +1,117 @@
+"""Hot buckets: an ingest whose candidate pairs grow with the square of a bucket's size makes,
+verifies and stores them in parts (``core.candidates.candidate_parts``), and still stores every
+pair at or above the threshold, equal to brute force, with the clusters they make. Against a real
+PostgreSQL, the parts made tiny so that a small corpus needs many of them."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from neardup.core import candidates
+from neardup.core.params import Params
+from neardup.ingest import prework, verification
+from tests._corpus import WORDS, brute_force_pairs, components
+
+pytestmark = pytest.mark.distributed_variant
+
+BUDGET = 40  # candidate pairs a part may hold (repeats across bands counted)
+
+
+def hot_corpus(seed: int = 5) -> list[tuple[str, str]]:
+    """Three clusters of 40 near-copies (one of 40 words replaced in each copy) and 60 records of
+    issue 39's shape, which share most of their text and fill the same buckets; shuffled."""
+    rng = random.Random(seed)
+    docs = []
+    for c in range(3):
+        base = [rng.choice(WORDS) for _ in range(40)]
+        for k in range(40):
+            words = list(base)
+            for at in rng.sample(range(40), 1):
+                words[at] = rng.choice(WORDS)
+            docs.append((f"c{c}.{k:02d}", " ".join(words)))
+    docs += [(f"r{i:02d}", f"record {i} of the large request, topic {i % 7} and {i % 3}") for i in range(60)]
+    rng.shuffle(docs)
+    return docs
+
+
+@pytest.fixture
+def parts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Tiny parts; the number of candidates each verification was given."""
+    monkeypatch.setattr(candidates, "PAIRS_PER_PART", BUDGET)
+    sizes: list[int] = []
+    verify = verification.verify_pairs
+
+    def counting(*args: Any) -> verification.Verified:
+        sizes.append(len(args[3]))
+        return verify(*args)
+
+    monkeypatch.setattr(verification, "verify_pairs", counting)
+    return sizes
+
+
+def _pairs_and_clusters(index: Any) -> tuple[set[tuple[str, str]], list[list[str]]]:
+    pairs = {(min(a, b), max(a, b)) for a, b, _ in index.pairs()}
+    return pairs, components(pairs)
+
+
+@pytest.mark.parametrize("batch_size", [None, 70])
+def test_hot_buckets_in_parts_store_every_pair_brute_force_finds(
+    make_index: Callable[..., Any], parts: list[int], batch_size: int | None
+) -> None:
+    docs = hot_corpus()
+    # 64 bands of 2 rows: at these similarities LSH misses no pair, so brute force is the answer.
+    index = make_index(threshold=0.8, bands=64, rows=2)
+    index.add(docs, batch_size=batch_size)
+    truth = set(brute_force_pairs(docs, Params(bands=64, rows=2), 0.8))
+    pairs, clusters = _pairs_and_clusters(index)
+    assert len(truth) > 1_000  # hot: the clusters alone hold 3 x 780 pairs
+    assert pairs == truth
+    assert clusters == components(truth)
+    # In many parts, none much over the budget (one id alone may bring up to 64 bands' worth).
+    assert len(parts) > 50
+    assert max(parts) <= BUDGET + 64 * len(docs)
+    assert np.median(parts) <= BUDGET
+
+
+def test_a_reband_of_hot_buckets_in_parts_stores_every_pair_brute_force_finds(
+    make_index: Callable[..., Any], parts: list[int]
+) -> None:
+    docs = hot_corpus(seed=6)
+    index = make_index(threshold=0.8, bands=32, rows=4)
+    index.add(docs)
+    parts.clear()
+    index.rebuild(0.8, bands=64, rows=2)
+    truth = set(brute_force_pairs(docs, Params(bands=64, rows=2), 0.8))
+    pairs, clusters = _pairs_and_clusters(index)
+    assert pairs == truth
+    assert clusters == components(truth)
+    assert len(parts) > 50
+
+
+def test_a_concurrent_batch_with_more_candidates_than_it_may_judge_ahead_judges_them_in_its_turn(
+    make_index: Callable[..., Any], parts: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = hot_corpus(seed=7)
+    index = make_index(threshold=0.8, bands=64, rows=2)
+    index.add(docs[:90])
+    verdicts: list[int] = []
+    before_turn = prework.before_turn
+
+    def recording(*args: Any, **kwargs: Any) -> prework.Prework | None:
+        pre = before_turn(*args, **kwargs)
+        verdicts.append(-1 if pre is None else len(pre.verdicts))
+        return pre
+
+    monkeypatch.setattr(prework, "JUDGED_AHEAD", 30)
+    monkeypatch.setattr(prework, "before_turn", recording)
+    index.add(docs[90:], batch_size=60, concurrent=True)
+    assert verdicts == [0, 0]  # both batches probed ahead, neither held its verdicts
+    truth = set(brute_force_pairs(docs, Params(bands=64, rows=2), 0.8))
+    pairs, clusters = _pairs_and_clusters(index)
+    assert pairs == truth
+    assert clusters == components(truth)
