@@ -32,12 +32,8 @@ def test_changes_lists_the_writes_and_resumes_from_the_printed_since(cli: Run, t
     lines = out.splitlines()
     assert status == 0
     assert lines[0].split("\t")[:3] == ["seq", "at", "kind"]
-    # a's content was the cluster's label: what is left of the cluster (b) takes another.
-    assert [line.split("\t")[2] for line in lines[1:]] == [
-        "document.removed",
-        "pair.removed",
-        "cluster.split",
-    ]
+    # b stays alone with the cluster's id (ids last while connected): no cluster event.
+    assert [line.split("\t")[2] for line in lines[1:]] == ["document.removed", "pair.removed"]
 
 
 def test_a_since_no_longer_kept_or_no_feed_exits_non_zero(cli: Run) -> None:

@@ -6,11 +6,29 @@ memory, as a table is.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
 import pyarrow as pa
 
 from neardup.arrow.writing import table_of
-from neardup.index import Cluster, Index
+
+
+class Cluster(Protocol):
+    """What ``Index.clusters`` yields (``neardup.index.Cluster``): its ids, its id, its representative."""
+
+    id: int
+    representative: str
+
+    def __iter__(self) -> Iterator[str]: ...
+
+
+class Index(Protocol):
+    """The listings of ``neardup.index.Index`` read here (a protocol: the index imports this package)."""
+
+    def pairs(self, min_jaccard: float | None = None) -> Iterator[tuple[str, str, float]]: ...
+
+    def clusters(self) -> Iterator[Cluster]: ...
+
 
 PAIRS = (("id_a", "string"), ("id_b", "string"), ("jaccard", "double"))
 CLUSTERS = (("cluster", "int64"), ("id", "string"), ("representative", "bool"))
