@@ -104,6 +104,15 @@ SEED = option_type(_integer, lambda n: _minhash(seed=n), "seed")
 K = option_type(_integer, _k, "k")
 
 
+def _recall_target(value: float) -> None:
+    from neardup.core.tuning import check_recall_target
+
+    check_recall_target(value)
+
+
+RECALL_AT_THRESHOLD = option_type(_number, _recall_target, "recall_at_threshold")
+
+
 def library_default(function: Callable[..., Any], parameter: str) -> Any:
     """The default of one of a library function's parameters, so an option's default is that one."""
     return inspect.signature(function).parameters[parameter].default
@@ -165,8 +174,14 @@ def plot(p: argparse.ArgumentParser, help_text: str) -> None:
 
 
 # The command line's parsing of the creation parameters whose values need more than their type.
-_TYPES: dict[str, Callable[[str], Any]] = {"threshold": THRESHOLD, "num_perm": NUM_PERM, "seed": SEED, "k": K}
-_METAVARS = {"num_perm": "N"}
+_TYPES: dict[str, Callable[[str], Any]] = {
+    "threshold": THRESHOLD,
+    "num_perm": NUM_PERM,
+    "seed": SEED,
+    "k": K,
+    "recall_at_threshold": RECALL_AT_THRESHOLD,
+}
+_METAVARS = {"num_perm": "N", "recall_at_threshold": "R"}
 
 
 def parameter_options(*, new: bool) -> dict[str, dict[str, Any]]:
