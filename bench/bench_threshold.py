@@ -115,7 +115,9 @@ def measure(
     bands, rows, num_perm = run.banding
     t = run.threshold
     name = f"thr_{run.variant}_{round(t * 100)}"
-    index = Index.create(url, name, t, schema=schema, bands=bands, rows=rows, num_perm=num_perm, **TRUTH_CONFIG)
+    index = Index.create(
+        url, name, t, schema=schema, bands=bands, rows=rows, num_perm=num_perm, **TRUTH_CONFIG
+    )
     with index:
         seconds, _ = timed(lambda: index.add(docs))
         run.seconds.append(seconds)
@@ -161,7 +163,9 @@ def main() -> None:
     ap.add_argument("--truth", type=Path, help=f"truth TSV (default: {DEBIAN_TRUTH_NAME} beside CORPUS)")
     ap.add_argument("--limit", type=int, help="use only the first N documents (for a quick check)")
     ap.add_argument("--thresholds", default="0.5,0.6,0.7,0.8,0.9")
-    ap.add_argument("--variants", default="old,new,perms256", help=f"of {', '.join(VARIANTS)}; the first is the base")
+    ap.add_argument(
+        "--variants", default="old,new,perms256", help=f"of {', '.join(VARIANTS)}; the first is the base"
+    )
     ap.add_argument("--repeats", type=int, default=1, help="rounds of builds, variants alternated")
     ap.add_argument("--queries", type=int, default=200, help="query texts timed per collection")
     ap.add_argument("--db", help="PostgreSQL URL (default: a temporary durable local server)")
@@ -180,7 +184,9 @@ def main() -> None:
     truth = read_truth(truth_path, position)
     seen: dict[str, int] = {}
     content = np.fromiter(
-        (seen.setdefault(truth_normalize(text), len(seen)) for _, text in docs), dtype=np.int64, count=len(docs)
+        (seen.setdefault(truth_normalize(text), len(seen)) for _, text in docs),
+        dtype=np.int64,
+        count=len(docs),
     )
     distinct_texts = list(seen)
     queries = [text for _, text in random.Random(1).sample(docs, min(args.queries, len(docs)))]
@@ -275,7 +281,16 @@ def main() -> None:
             ]
         )
     report.table(
-        ["t", "variant", "b×r", "time to all pairs", "bytes a document", "query p50", "candidates", "candidates per stored pair"],
+        [
+            "t",
+            "variant",
+            "b×r",
+            "time to all pairs",
+            "bytes a document",
+            "query p50",
+            "candidates",
+            "candidates per stored pair",
+        ],
         "rllrrrrr",
         rows,
     )

@@ -175,6 +175,14 @@ class Banding:
         return threshold_bin_recall(self.threshold, self.bands, self.rows)
 
     @property
+    def candidates_per_found_pair(self) -> float:
+        """Expected candidates below the threshold per pair found at or above it, for similarities
+        uniform on [0, 1]: t*FP / ((1 - t)*(1 - FN)). A model of the verification cost; real
+        corpora have far more dissimilar pairs, so compare bandings by it, not corpora."""
+        found = (1.0 - self.threshold) * (1.0 - self.false_negative_rate)
+        return math.inf if found <= 0 else self.threshold * self.false_positive_rate / found
+
+    @property
     def bucket_rows(self) -> int:
         """Bucket rows a document stores (one a band): the storage and lookup cost of a banding."""
         return self.bands
