@@ -29,6 +29,7 @@ import contextlib
 import random
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,23 +52,49 @@ from _common import (
 from bench_core import candidate_pairs
 from bench_quality import Truth, read_truth
 from neardup.config import FN_WEIGHT, FP_WEIGHT
-from neardup.core import Params, Sketcher, optimal_params, threshold_bin_recall
+from neardup.core import (
+    Params,
+    Sketcher,
+    candidate_probability,
+    evaluate_banding,
+    optimal_params,
+    threshold_bin_recall,
+)
 from neardup.core.intervals import wilson
 from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD, THRESHOLD_BIN
 from neardup.database import Database
 from neardup.index import Index
 
 # Each variant: (bands, rows, num_perm) for a threshold.
-VARIANTS = {
+VARIANTS: dict[str, Callable[[float], tuple[int, int, int]]] = {
     "old": lambda t: _pick(t, 128, None),
     "new": lambda t: _pick(t, 128, DEFAULT_RECALL_AT_THRESHOLD),
     "perms256": lambda t: _pick(t, 256, DEFAULT_RECALL_AT_THRESHOLD),
+    # The same target asked of the point P(t) instead of the bin's mean.
+    "point": lambda t: _point(t, 128, DEFAULT_RECALL_AT_THRESHOLD),
+    # A lower candidate gate: the old tuner for t - 0.05, pairs still verified at t.
+    "gate": lambda t: _pick(round(t - THRESHOLD_BIN, 10), 128, None),
 }
 
 
 def _pick(t: float, num_perm: int, recall: float | None) -> tuple[int, int, int]:
     b = optimal_params(t, num_perm, FP_WEIGHT, FN_WEIGHT, recall_at_threshold=recall)
     return b.bands, b.rows, num_perm
+
+
+def _point(t: float, num_perm: int, recall: float) -> tuple[int, int, int]:
+    """The least weighted FP and FN rates among b*r <= num_perm with P(t) >= recall."""
+    best: tuple[float, int, int] | None = None
+    for b in range(1, num_perm + 1):
+        for r in range(1, num_perm // b + 1):
+            if float(candidate_probability(t, b, r)) >= recall:
+                e = evaluate_banding(t, b, r, num_perm)
+                cost = FP_WEIGHT * e.false_positive_rate + FN_WEIGHT * e.false_negative_rate
+                if best is None or cost < best[0]:
+                    best = (cost, b, r)
+    if best is None:
+        raise SystemExit(f"no banding of {num_perm} permutations has P({t}) >= {recall}")
+    return best[1], best[2], num_perm
 
 
 @dataclass
@@ -153,6 +180,42 @@ def count_candidates(run: Run, distinct_texts: list[str]) -> None:
     run.candidates = int(found.size)
 
 
+def offline_row(
+    variant: str,
+    t: float,
+    docs: list[tuple[str, str]],
+    truth: Truth,
+    content: np.ndarray,
+    distinct: list[str],
+) -> list[object]:
+    """A variant judged from its signatures alone, without a build: the share of the bin's truth
+    pairs that share a bucket key (what exact verification then keeps), its bucket rows and
+    signature bytes a document, and its distinct candidates per true pair of distinct texts found."""
+    bands, rows, num_perm = VARIANTS[variant](t)
+    sketcher = Sketcher(Params(bands=bands, rows=rows, num_perm=num_perm, **TRUTH_CONFIG))
+    keys = sketcher.band_keys(sketcher.signatures(distinct))
+    n = len(docs)
+    lo, hi = content[truth.keys // n], content[truth.keys % n]
+    shared = (keys[lo] == keys[hi]).any(axis=1) | (lo == hi)
+    in_bin = (truth.jaccard >= t) & (truth.jaccard < t + THRESHOLD_BIN)
+    found = shared[in_bin].sum()
+    low, high = wilson(int(found), int(in_bin.sum()))
+    above = (truth.jaccard >= t) & (lo != hi) & shared
+    true_found = np.unique(np.minimum(lo, hi)[above] * n + np.maximum(lo, hi)[above]).size
+    _, candidates = candidate_pairs(keys)
+    return [
+        t,
+        variant,
+        f"{bands}x{rows}" + ("" if num_perm == 128 else f" of {num_perm}"),
+        f"{found / in_bin.sum():.4f} ({low:.4f}-{high:.4f})",
+        f"{threshold_bin_recall(t, bands, rows):.4f}",
+        bands,
+        4 * num_perm,
+        f"{candidates.size:,}",
+        f"{candidates.size / max(true_found, 1):.2f}",
+    ]
+
+
 def fmt_ratio(new: float, old: float) -> str:
     return f"{new / old:.2f}x" if old else "n/a"
 
@@ -167,6 +230,11 @@ def main() -> None:
         "--variants", default="old,new,perms256", help=f"of {', '.join(VARIANTS)}; the first is the base"
     )
     ap.add_argument("--repeats", type=int, default=1, help="rounds of builds, variants alternated")
+    ap.add_argument(
+        "--alternatives",
+        default="old,new,point,gate,perms256",
+        help="variants also judged from their signatures alone, without a build ('' for none)",
+    )
     ap.add_argument("--queries", type=int, default=200, help="query texts timed per collection")
     ap.add_argument("--db", help="PostgreSQL URL (default: a temporary durable local server)")
     ap.add_argument("--out", type=Path, default=Path("docs/benchmarks/threshold.md"))
@@ -294,6 +362,41 @@ def main() -> None:
         "rllrrrrr",
         rows,
     )
+    alternatives = [a for a in args.alternatives.split(",") if a]
+    if unknown := set(alternatives) - set(VARIANTS):
+        raise SystemExit(f"unknown alternatives: {', '.join(sorted(unknown))}")
+    if alternatives:
+        report.say("## The alternatives, from their signatures alone", "")
+        report.say(
+            "No build: each banding's band keys computed here from the same texts. Recall in bin: the "
+            "share of the bin's truth pairs sharing a bucket key (exact verification keeps them all but "
+            "the rare one its signature prefilter drops). Bucket rows and signature bytes are a "
+            "document's; candidates per pair: distinct candidate pairs of distinct texts over the true "
+            "pairs (J >= t) of distinct texts that are candidates. point: P(t) >= 0.99 instead of the "
+            "bin's mean; gate: today's tuner for t - 0.05 (a lower candidate gate); perms256: the target "
+            "with 256 permutations.",
+            "",
+        )
+        offline = []
+        for t in thresholds:
+            for a in alternatives:
+                print(f"alternative {a} at {t} ...", file=sys.stderr)
+                offline.append(offline_row(a, t, docs, truth, content, distinct_texts))
+        report.table(
+            [
+                "t",
+                "variant",
+                "b×r",
+                "candidate recall in bin (95% Wilson)",
+                "S-curve mean in bin",
+                "bucket rows a document",
+                "signature bytes",
+                "candidates",
+                "candidates per true pair",
+            ],
+            "rllrrrrrr",
+            offline,
+        )
     report.write(args.out)
 
 
