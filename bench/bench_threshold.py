@@ -44,13 +44,11 @@ from _common import (
     header,
     latencies_ms,
     local_server,
-    read_jsonl,
     timed,
-    truth_normalize,
     warm_up,
 )
 from bench_core import candidate_pairs
-from bench_quality import Truth, read_truth
+from bench_quality import Truth, read_corpus
 from neardup.config import FN_WEIGHT, FP_WEIGHT
 from neardup.core import (
     Params,
@@ -245,18 +243,7 @@ def main() -> None:
         raise SystemExit(f"unknown variants: {', '.join(sorted(unknown))}")
     truth_path = args.truth or args.corpus.parent / DEBIAN_TRUTH_NAME
 
-    docs = list(read_jsonl(args.corpus, args.limit))
-    position = {doc_id: i for i, (doc_id, _) in enumerate(docs)}
-    if len(position) != len(docs):
-        raise SystemExit(f"{args.corpus}: ids repeat")
-    truth = read_truth(truth_path, position)
-    seen: dict[str, int] = {}
-    content = np.fromiter(
-        (seen.setdefault(truth_normalize(text), len(seen)) for _, text in docs),
-        dtype=np.int64,
-        count=len(docs),
-    )
-    distinct_texts = list(seen)
+    docs, truth, content, distinct_texts = read_corpus(args.corpus, truth_path, args.limit)
     queries = [text for _, text in random.Random(1).sample(docs, min(args.queries, len(docs)))]
     print(f"{len(docs):,} documents, {truth.keys.size:,} truth pairs", file=sys.stderr)
 
