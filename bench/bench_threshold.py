@@ -152,6 +152,11 @@ def measure(
         if first:
             score(run, stored_keys(index, {d: i for i, (d, _) in enumerate(docs)}), truth, content, len(docs))
     Database(url, schema).drop(name)
+    print(
+        f"  {seconds:.1f} s, {run.bytes_per_doc[-1]:,.0f} bytes a document, query p50 "
+        f"{run.query_p50_ms[-1]:.2f} ms; in bin {run.bin_found:,} of {run.bin_pairs:,}",
+        file=sys.stderr,
+    )
 
 
 def score(run: Run, keys: np.ndarray, truth: Truth, content: np.ndarray, n: int) -> None:
