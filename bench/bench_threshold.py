@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import psycopg
 
 from _common import (
     DEBIAN,
@@ -62,6 +63,7 @@ from neardup.core.intervals import wilson
 from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD, THRESHOLD_BIN
 from neardup.database import Database
 from neardup.index import Index
+from neardup.storage.connect import libpq_url
 
 # Each variant: (bands, rows, num_perm) for a threshold.
 VARIANTS: dict[str, Callable[[float], tuple[int, int, int]]] = {
@@ -150,6 +152,11 @@ def measure(
         run.bytes_per_doc.append(stats.bytes_on_disk / max(stats.documents, 1))
         run.query_p50_ms.append(statistics.median(latencies_ms(index.query, queries)))
         if first:
+            # Fresh statistics first, as autovacuum would give them: without, the listing's join of
+            # a just-loaded collection was planned as a parallel hash join that spilled until the
+            # disk was full.
+            with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+                conn.execute(f'ANALYZE "{schema}".pairs, "{schema}".documents, "{schema}".contents')
             score(run, stored_keys(index, {d: i for i, (d, _) in enumerate(docs)}), truth, content, len(docs))
     Database(url, schema).drop(name)
     print(
