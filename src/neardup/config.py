@@ -24,7 +24,8 @@ from neardup.errors import ParamsError, ParamsMismatchError
 DEFAULT_THRESHOLD = 0.8
 # The tuner weighs a missed pair 4x a false candidate: candidates are verified exactly, so a
 # false positive costs a set merge while a false negative is a duplicate nobody ever sees.
-# At t = 0.8, n = 128 this picks 16 x 8 (recall 0.996 on the Debian corpus, bench_core.py).
+# At t = 0.8, n = 128 these weights alone pick 16 x 8; with the recall target in the threshold's
+# bin (DEFAULT_RECALL_AT_THRESHOLD) 16 x 7 (docs/benchmarks/threshold.md).
 FP_WEIGHT, FN_WEIGHT = 0.2, 0.8
 # Params fields a caller may set; bands and rows are chosen here, hash_version and content_hash by
 # the code (a rebuild keeps the collection's content_hash).
