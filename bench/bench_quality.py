@@ -128,6 +128,22 @@ def read_truth(path: Path, position: dict[str, int]) -> Truth:
     return Truth(k[order], np.array(jac, dtype=np.float64)[order])
 
 
+def read_corpus(
+    corpus: Path, truth_path: Path, limit: int | None
+) -> tuple[list[tuple[str, str]], Truth, npt.NDArray[np.int64], list[str]]:
+    """The documents (the first ``limit``), their truth, each one's distinct normalised text (its
+    content, numbered in order of appearance) and those texts."""
+    docs = list(read_jsonl(corpus, limit))
+    position = {doc_id: i for i, (doc_id, _) in enumerate(docs)}
+    if len(position) != len(docs):
+        raise SystemExit(f"{corpus}: ids repeat")
+    truth = read_truth(truth_path, position)
+    seen: dict[str, int] = {}
+    numbered = (seen.setdefault(truth_normalize(text), len(seen)) for _, text in docs)
+    content = np.fromiter(numbered, dtype=np.int64, count=len(docs))
+    return docs, truth, content, list(seen)
+
+
 def score(method: str, banding: str, t: float, reported: Keys, truth: Truth) -> Score:
     """Precision, recall and F1 at t, and recall per Jaccard band, of distinct reported pair keys."""
     reported = distinct(reported)
@@ -310,11 +326,7 @@ def main() -> None:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     truth_path = args.truth or args.corpus.parent / DEBIAN_TRUTH_NAME
 
-    docs = list(read_jsonl(args.corpus, args.limit))
-    position = {doc_id: i for i, (doc_id, _) in enumerate(docs)}
-    if len(position) != len(docs):
-        raise SystemExit(f"{args.corpus}: ids repeat")
-    truth = read_truth(truth_path, position)
+    docs, truth, content, _ = read_corpus(args.corpus, truth_path, args.limit)
     differ = sum(normalize(text) != truth_normalize(text) for _, text in docs)
     truth_counts = [int(truth.band_mask(lo, hi).sum()) for lo, hi in BANDS]
     print(f"{len(docs):,} documents, {truth.keys.size:,} truth pairs", file=sys.stderr)
@@ -322,12 +334,6 @@ def main() -> None:
     report = Report()
     scores: list[Score] = []
     checks: list[EvalCheck] = []
-    texts_seen: dict[str, int] = {}
-    content = np.fromiter(
-        (texts_seen.setdefault(truth_normalize(text), len(texts_seen)) for _, text in docs),
-        dtype=np.int64,
-        count=len(docs),
-    )
     with contextlib.ExitStack() as stack:
         url = args.db or stack.enter_context(local_server())
         schema = stack.enter_context(bench_schema(url, "nd_quality"))

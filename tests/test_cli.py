@@ -125,7 +125,7 @@ def test_remove_stats_tune_and_db(cli: Run, tmp_path: Path, deployment: str) -> 
     assert stats["params.bands"] == 16
     png = tmp_path / "s.png"
     _, out, _ = cli("tune", "--threshold", "0.8", "--num-perm", "128", "--format", "csv", "--plot", str(png))
-    assert out.splitlines()[1].startswith("16,8,")
+    assert out.splitlines()[1].startswith("16,7,")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert stats["database"].startswith("postgresql")
     _, out, _ = cli("db", "current")
@@ -285,9 +285,14 @@ def test_eval_reports_recall_the_bins_and_a_plot(cli: Run, tmp_path: Path) -> No
     assert "precision: 1.0000" in err
     assert f"report written to {png}" in err
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "recall in the threshold's bin [0.5, 0.55): 1.0000" in err
     table = list(csv.reader(io.StringIO(out), delimiter="\t"))
     assert table[0] == list(EVAL_COLUMNS)
-    assert (table[1][0], table[-1][1]) == ("0.25", "1.0")
+    # The threshold's bin first, with its recall and Wilson interval; then the others ascending.
+    first = dict(zip(EVAL_COLUMNS, table[1], strict=True))
+    assert (first["low"], first["recall"], first["recall_high"]) == ("0.5", "1.0", "1.0")
+    assert float(first["recall_low"]) < 1.0
+    assert (table[2][0], table[-1][1]) == ("0.25", "1.0")
     truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.5)
     assert sum(int(row[-1]) for row in table[1:]) == len(truth)  # every stored pair, in its bin
     status, out, _ = cli("eval", "--sample", "5", "--seed", "3", "--floor", "0.4", "--format", "json")
@@ -295,8 +300,10 @@ def test_eval_reports_recall_the_bins_and_a_plot(cli: Run, tmp_path: Path) -> No
     assert (report["sampled"], report["seed"], report["floor"], report["recall"]) == (5, 3, 0.4, 1.0)
     assert [b["low"] for b in report["bins"]][:2] == [0.4, 0.45]
     _, out, _ = cli("eval", "--sample", "5", "--seed", "3", "--floor", "0.4", "--format", "jsonl")
+    threshold_first = [report["threshold_bin"], *(b for b in report["bins"] if b != report["threshold_bin"])]
+    assert report["threshold_bin"]["low"] == 0.5
     assert [json.loads(line) for line in out.splitlines()] == [
-        {k: (round(v, 6) if isinstance(v, float) else v) for k, v in b.items()} for b in report["bins"]
+        {k: (round(v, 6) if isinstance(v, float) else v) for k, v in b.items()} for b in threshold_first
     ]
 
 
@@ -386,6 +393,54 @@ def test_rebuild_changes_parameters_and_pairs_equal_brute_force(cli: Run, tmp_pa
         False,
         3,
     )
+
+
+def test_recall_at_threshold_is_tuned_shown_and_rebuilt_to_the_state_of_a_fresh_build(
+    cli: Run, tmp_path: Path, database_url: str, schema: str
+) -> None:
+    from neardup.core import optimal_params
+    from tests._state import collection_state
+
+    docs = planted_corpus(n_sources=8, copies=3, seed=61)
+    path = _jsonl(tmp_path / "d.jsonl", docs)
+    status, out, err = cli("init", "--threshold", "0.5")
+    assert status == 0, err
+    assert "P(candidate) at 0.5 0.9818, mean over [0.5, 0.55] 0.9901" in err
+    assert "bands\t30" in out
+    assert "rows\t3" in out
+    assert "recall_at_threshold\t0.99" in out
+    assert cli("add", str(path))[0] == 0
+    status, out, err = cli("rebuild", "--recall-at-threshold", "0.999")
+    assert status == 0, err
+    strict = optimal_params(0.5, 128, 0.2, 0.8, recall_at_threshold=0.999)
+    assert f"bands: 30 -> {strict.bands}" in err
+    assert "recall_at_threshold: 0.99 -> 0.999" in err
+    _, out, _ = cli("stats", "--format", "json")
+    stats = {r["name"]: r["value"] for r in json.loads(out)}
+    assert (stats["params.bands"], stats["params.rows"], stats["params.recall_at_threshold"]) == (
+        strict.bands,
+        strict.rows,
+        0.999,
+    )
+    assert stats["expected_threshold_bin_recall"] >= 0.999
+    assert stats["candidate_probability_at_threshold"] == round(strict.candidate_probability_at_threshold, 6)
+    # The rebuilt collection holds what a collection made with the target from the start holds.
+    fresh = Run(database_url, schema, cli.collection + "-fresh", cli.capsys)
+    assert fresh("init", "--threshold", "0.5", "--recall-at-threshold", "0.999")[0] == 0
+    assert fresh("add", str(path))[0] == 0
+    rebuilt = collection_state(database_url, schema, cli.collection)
+    assert rebuilt.comparable() == collection_state(database_url, schema, fresh.collection).comparable()
+    assert rebuilt.bucket_rows == strict.bands * len({text for _, text in docs})
+    # Out of range: refused in the parser, nothing changed.
+    status, _, err = cli("rebuild", "--recall-at-threshold", "1")
+    assert status == 2
+    assert "recall_at_threshold must be in (0, 1), got 1.0" in err
+    assert collection_state(database_url, schema, cli.collection) == rebuilt
+    status, out, err = cli("tune", "--threshold", "0.5")
+    row = dict(zip(*csv.reader(io.StringIO(out), delimiter="\t"), strict=True))
+    assert (row["bands"], row["rows"], row["bucket_rows_per_document"]) == ("30", "3", "30")
+    assert float(row["threshold_bin_recall"]) >= 0.99
+    assert float(row["candidate_probability_at_threshold"]) == pytest.approx(0.981793, abs=1e-6)
 
 
 def test_rebuild_of_a_collection_without_text_refuses_a_k_change_in_one_line(

@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from neardup.core import Sketcher, candidate_probability
+from neardup.core.intervals import wilson
 from neardup.errors import ParamsError, TextNotStoredError
 from neardup.evaluation import Evaluation, bin_of, similarity_edges
 from neardup.index import Index
@@ -106,7 +107,26 @@ def _check_against_brute_force(
             assert b.empirical == b.candidates / b.pairs
             assert b.stderr == pytest.approx(math.sqrt(b.empirical * (1 - b.empirical) / b.pairs))
             assert b.mean_jaccard == pytest.approx(np.mean([truth[key] for key in in_bin]))
+            curve = candidate_probability(np.array([truth[key] for key in in_bin]), ev.bands, ev.rows)
+            assert b.expected == pytest.approx(float(np.mean(curve)))
+        # Recall per bin at or above the threshold, with Wilson's interval over the bin's pairs.
+        if in_bin and b.low >= index.threshold:
+            found = sum(key in stored for key in in_bin)
+            assert b.recall == found / len(in_bin)
+            assert (b.recall_low, b.recall_high) == wilson(found, len(in_bin))
+        else:
+            assert b.recall is b.recall_low is b.recall_high is None
     assert sum(b.stored for b in ev.bins) == ev.collection_pairs == len(stored)
+    # The threshold's bin, first in eval's listing and named in its summary.
+    at = ev.threshold_bin
+    assert at.low == index.threshold
+    assert ev.bins_threshold_first()[0] is at
+    assert sorted(ev.bins_threshold_first(), key=lambda b: b.low) == list(ev.bins)
+    at_truth = [key for key, j in truth.items() if at.low <= j < at.high or (at.high == 1.0 and j == 1.0)]
+    assert at.pairs == len(at_truth)
+    if at_truth:
+        assert f"recall in the threshold's bin [{at.low:g}, {at.high:g}" in str(ev)
+        assert f"({at.found:,} of {at.pairs:,} pairs" in str(ev)
 
 
 def test_generous_banding_finds_every_pair(

@@ -16,7 +16,7 @@ from neardup.core.minhash import DEFAULT_NUM_PERM, MAX_NUM_PERM, MAX_SEED, SCHEM
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import Params
 from neardup.core.shingle import MAX_K, SHINGLE_KINDS
-from neardup.core.tuning import Banding, check_threshold
+from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD, THRESHOLD_BIN, Banding, check_threshold
 from neardup.errors import ParamsError, ParamsMismatchError
 
 # A pair sharing 80% of its shingles is a near-copy in the sense of Broder's web study and of
@@ -24,7 +24,8 @@ from neardup.errors import ParamsError, ParamsMismatchError
 DEFAULT_THRESHOLD = 0.8
 # The tuner weighs a missed pair 4x a false candidate: candidates are verified exactly, so a
 # false positive costs a set merge while a false negative is a duplicate nobody ever sees.
-# At t = 0.8, n = 128 this picks 16 x 8 (recall 0.996 on the Debian corpus, bench_core.py).
+# At t = 0.8, n = 128 these weights alone pick 16 x 8; with the recall target in the threshold's
+# bin (DEFAULT_RECALL_AT_THRESHOLD) 16 x 7 (docs/benchmarks/threshold.md).
 FP_WEIGHT, FN_WEIGHT = 0.2, 0.8
 # Params fields a caller may set; bands and rows are chosen here, hash_version and content_hash by
 # the code (a rebuild keeps the collection's content_hash).
@@ -112,6 +113,16 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
     Parameter("num_perm", int, PARAM_DEFAULTS["num_perm"], "signature length", low=1, high=MAX_NUM_PERM),
     Parameter("bands", int, None, "LSH bands, given with rows", low=1, nullable=True, unset="tuned"),
     Parameter("rows", int, None, "rows per band, given with bands", low=1, nullable=True, unset="tuned"),
+    Parameter(
+        "recall_at_threshold",
+        float,
+        DEFAULT_RECALL_AT_THRESHOLD,
+        f"expected recall of the pairs in [threshold, threshold + {THRESHOLD_BIN:g}) that tuned "
+        "bands and rows must reach (below 1)",
+        low=0,
+        high=1,
+        low_open=True,
+    ),
     Parameter("scheme", str, PARAM_DEFAULTS["scheme"], "MinHash scheme", choices=SCHEMES),
     Parameter("seed", int, PARAM_DEFAULTS["seed"], "seed of the hash functions", low=0, high=MAX_SEED),
     Parameter("shingle", str, PARAM_DEFAULTS["shingle"], "character or word shingles", choices=SHINGLE_KINDS),
@@ -188,7 +199,7 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in CREATE_PARAMETERS}
 
 # Changing only these re-bands stored signatures; anything else re-sketches every stored text.
-_BANDING_FIELDS = frozenset({"bands", "rows"})
+_BANDING_FIELDS = frozenset({"bands", "rows", "recall_at_threshold"})
 
 
 @dataclass(frozen=True)
@@ -215,7 +226,8 @@ class IndexConfig:
         **fields: Any,
     ) -> IndexConfig:
         """A configuration for a new collection: bands and rows tuned for ``threshold`` (weighing
-        a miss 4x a false candidate) unless both are given; ``fields`` are other ``Params`` fields."""
+        a miss 4x a false candidate, and reaching ``recall_at_threshold`` in the threshold's bin)
+        unless both are given; ``fields`` are other ``Params`` fields."""
         threshold = check_threshold(threshold)
         _refuse_unknown(fields)
         return cls(threshold, _params(threshold, bands, rows, fields), store_text)
@@ -229,7 +241,7 @@ class IndexConfig:
         **fields: Any,
     ) -> IndexConfig:
         """This configuration with some fields changed, as ``rebuild`` applies it: bands and rows
-        are re-tuned for the (new) threshold unless both are given."""
+        are re-tuned for the (new) threshold and recall target unless both are given."""
         new_threshold = self.threshold if threshold is None else check_threshold(threshold)
         _refuse_unknown(fields)
         base = {name: getattr(self.params, name) for name in PARAM_FIELDS}

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from neardup.core.intervals import wilson
 from neardup.core.tuning import candidate_probability
 
 # Width of the similarity bins of the report (the threshold and the floor are edges too).
@@ -66,6 +67,16 @@ class Bin:
     """The S-curve 1 - (1 - s^r)^b at s = mean_jaccard."""
     stored: int
     """Stored pairs of the whole collection with a similarity in the bin (exact, not sampled)."""
+    recall: float | None = None
+    """found / pairs, for a bin at or above the threshold (None below it, or without pairs)."""
+    recall_low: float | None = None
+    """Lower end of Wilson's interval at CONFIDENCE for ``recall`` (over the sampled pairs,
+    counted as independent: pairs of one large cluster make it somewhat too narrow)."""
+    recall_high: float | None = None
+    """Upper end of that interval."""
+    expected: float | None = None
+    """The S-curve averaged over the bin's sampled pairs: the candidate rate (so the recall at or
+    above the threshold) ideal MinHash would give exactly these pairs."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,21 +136,45 @@ class Evaluation:
     collection_pairs: int
     """Every stored pair of the collection."""
     bins: tuple[Bin, ...]
+    """In ascending order of similarity; ``threshold_bin`` is the one starting at the threshold."""
     sample_ids: npt.NDArray[np.int64] = field(repr=False, compare=False)
     """The sampled content ids, sorted."""
     truth: TruthPairs = field(repr=False, compare=False)
+
+    @property
+    def threshold_bin(self) -> Bin:
+        """The bin [t, next edge): the pairs right at the threshold, where banding loses most."""
+        return next((b for b in self.bins if b.low >= self.threshold - 1e-12), self.bins[-1])
+
+    def bins_threshold_first(self) -> list[Bin]:
+        """The bins as ``eval`` lists them: the threshold's bin first, then the others ascending."""
+        first = self.threshold_bin
+        return [first, *(b for b in self.bins if b is not first)]
 
     def to_dict(self) -> dict[str, Any]:
         """Every figure and bin as JSON-ready values (the per-pair arrays left out)."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("sample_ids", "truth")}
         out["bins"] = [asdict(b) for b in self.bins]
+        out["threshold_bin"] = asdict(self.threshold_bin)
         return out
+
+    def _threshold_bin_line(self) -> str:
+        b = self.threshold_bin
+        where = f"[{b.low:g}, {b.high:g}{']' if b.high >= 1.0 else ')'}"
+        if b.recall is None or b.recall_low is None or b.recall_high is None:
+            return f"recall in the threshold's bin {where}: no sampled pair lies in it"
+        return (
+            f"recall in the threshold's bin {where}: {b.recall:.4f} ({b.found:,} of {b.pairs:,} pairs; "
+            f"{CONFIDENCE:.0%} Wilson interval {b.recall_low:.4f} to {b.recall_high:.4f}; "
+            f"the S-curve expects {b.expected:.4f})"
+        )
 
     def __str__(self) -> str:
         t = f"{self.threshold:g}"
         lines = [
             f"sample: {self.sampled:,} of {self.contents:,} contents (seed {self.seed}), "
             f"each compared exactly with all of them",
+            self._threshold_bin_line(),
             f"recall at J >= {t}: no true pair touches the sample"
             if self.recall is None
             else f"recall at J >= {t}: {self.recall:.4f} ({self.found_pairs:,} of {self.true_pairs:,} true "
@@ -235,11 +270,14 @@ def summarise(
     cands = np.bincount(which, weights=candidate, minlength=n_bins)
     founds = np.bincount(which, weights=found, minlength=n_bins)
     sums = np.bincount(which, weights=jaccard, minlength=n_bins)
+    curve = np.bincount(which, weights=candidate_probability(jaccard, bands, rows), minlength=n_bins)
     bins = []
     for k in range(n_bins):
         n = int(count[k])
         mean = float(sums[k] / n) if n else None
         p = float(cands[k] / n) if n else None
+        at_or_above = n > 0 and edges[k] >= threshold - 1e-12
+        low_high = wilson(int(founds[k]), n) if at_or_above else (None, None)
         bins.append(
             Bin(
                 low=edges[k],
@@ -252,6 +290,10 @@ def summarise(
                 stderr=math.sqrt(p * (1.0 - p) / n) if p is not None else None,
                 theoretical=float(candidate_probability(mean, bands, rows)) if mean is not None else None,
                 stored=int(histogram[k]),
+                recall=float(founds[k] / n) if at_or_above else None,
+                recall_low=low_high[0],
+                recall_high=low_high[1],
+                expected=float(curve[k] / n) if n else None,
             )
         )
     return Evaluation(

@@ -21,6 +21,7 @@ from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED,
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import Params
 from neardup.core.shingle import ShingleKind
+from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD
 from neardup.errors import (
     CollectionExistsError,
     CollectionNotFoundError,
@@ -72,6 +73,10 @@ class Stats:
     store_text: bool
     expected_fp_rate: float
     expected_fn_rate: float
+    candidate_probability_at_threshold: float
+    """The S-curve at the threshold: P(candidate) of a pair exactly there."""
+    expected_threshold_bin_recall: float
+    """The S-curve's mean over [threshold, threshold + 0.05): the expected recall there."""
     bytes_by_table: dict[str, tuple[int, int]]
     """Bytes on disk of each table's partition: (rows with their TOAST, indexes)."""
 
@@ -196,6 +201,7 @@ class Index:
         num_perm: int = DEFAULT_NUM_PERM,
         bands: int | None = None,
         rows: int | None = None,
+        recall_at_threshold: float = DEFAULT_RECALL_AT_THRESHOLD,
         scheme: Scheme = DEFAULT_SCHEME,
         seed: int = DEFAULT_SEED,
         shingle: ShingleKind = "char",
@@ -214,7 +220,8 @@ class Index:
     ) -> Index:
         """Create a collection (migrating the schema first when it is missing or behind).
 
-        Bands and rows are tuned for ``threshold`` unless both are given. With ``exist_ok`` an
+        Bands and rows are tuned for ``threshold`` unless both are given, so that the expected
+        recall of the pairs just above it reaches ``recall_at_threshold``. With ``exist_ok`` an
         existing collection with the same parameters is opened; different ones are refused.
         ``distributed=True`` makes its tables Citus tables (``shards`` per table), distributing the
         schema if it has no collection yet; None follows the schema (a collection in a distributed
@@ -232,6 +239,7 @@ class Index:
             rows=rows,
             store_text=store_text,
             num_perm=num_perm,
+            recall_at_threshold=recall_at_threshold,
             scheme=scheme,
             seed=seed,
             shingle=shingle,
@@ -478,6 +486,8 @@ class Index:
                 store_text=self.store_text,
                 expected_fp_rate=banding.false_positive_rate,
                 expected_fn_rate=banding.false_negative_rate,
+                candidate_probability_at_threshold=banding.candidate_probability_at_threshold,
+                expected_threshold_bin_recall=banding.threshold_bin_recall,
                 bytes_by_table=sizes,
             )
 

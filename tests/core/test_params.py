@@ -10,8 +10,11 @@ from neardup.errors import NeardupError, ParamsError, ParamsMismatchError
 
 def test_for_threshold_uses_the_tuner() -> None:
     params = Params.for_threshold(0.7, num_perm=64, fn_weight=0.8, fp_weight=0.2, seed=9)
-    expected = optimal_params(0.7, 64, 0.2, 0.8)
+    expected = optimal_params(0.7, 64, 0.2, 0.8, recall_at_threshold=0.99)
     assert (params.bands, params.rows, params.num_perm, params.seed) == (expected.bands, expected.rows, 64, 9)
+    assert params.recall_at_threshold == 0.99
+    untargeted = Params.for_threshold(0.5, fn_weight=0.8, fp_weight=0.2, recall_at_threshold=None)
+    assert (untargeted.bands, untargeted.rows, untargeted.recall_at_threshold) == (30, 4, None)
     banding = params.banding(0.7)
     assert banding.false_negative_rate == pytest.approx(expected.false_negative_rate)
     assert params.hash_version == HASH_VERSION
@@ -102,3 +105,16 @@ def test_content_hash_is_not_compared_but_every_other_field_is() -> None:
     stored = Params(bands=16, rows=8, content_hash=1)
     assert stored.differences(Params(bands=16, rows=8)) == []
     assert stored.differences(Params(bands=16, rows=8, seed=2)) == ["seed: 1 != 2"]
+
+
+def test_the_recall_target_is_stored_checked_and_legacy_rows_read_as_none() -> None:
+    params = Params.for_threshold(0.5, fp_weight=0.2, fn_weight=0.8, recall_at_threshold=0.999)
+    assert params.banding(0.5).threshold_bin_recall >= 0.999
+    assert Params.from_dict(json.loads(json.dumps(params.to_dict()))) == params
+    legacy = {k: v for k, v in Params(bands=30, rows=4).to_dict().items() if k != "recall_at_threshold"}
+    assert Params.from_dict(legacy).recall_at_threshold is None
+    assert Params(bands=30, rows=4).differences(Params.from_dict(legacy)) == [
+        "recall_at_threshold: 0.99 != None"
+    ]
+    with pytest.raises(ParamsError, match="recall_at_threshold must be in"):
+        Params(bands=4, rows=4, recall_at_threshold=1.0)

@@ -3,7 +3,7 @@ from math import comb
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.core import (
@@ -12,6 +12,7 @@ from neardup.core import (
     false_negative_rate,
     false_positive_rate,
     optimal_params,
+    threshold_bin_recall,
     threshold_point,
 )
 from neardup.errors import ParamsError
@@ -132,3 +133,80 @@ def test_threshold_one_is_tuned_and_evaluated() -> None:
 def test_bad_tuning_arguments_are_refused(args: tuple[float, ...], message: str) -> None:
     with pytest.raises(ParamsError, match=message):
         optimal_params(*args)  # type: ignore[arg-type]
+
+
+# -- the recall target in the threshold's own bin --------------------------------------------------
+
+
+def exact_bin_recall(t: Fraction, bands: int, rows: int) -> float:
+    """Mean of the S-curve over [t, min(1, t + 1/20)], in exact rational arithmetic."""
+    high = min(Fraction(1), t + Fraction(1, 20))
+    return float((exact_area(bands, rows, high) - exact_area(bands, rows, t)) / (high - t))
+
+
+@given(
+    st.integers(1, 24),
+    st.integers(1, 12),
+    st.fractions(Fraction(1, 20), Fraction(19, 20), max_denominator=40),
+)
+def test_bin_recall_equals_the_exact_rational_mean(bands: int, rows: int, t: Fraction) -> None:
+    assert threshold_bin_recall(float(t), bands, rows) == pytest.approx(
+        exact_bin_recall(t, bands, rows), abs=1e-12
+    )
+    assert evaluate_banding(float(t), bands, rows).threshold_bin_recall == pytest.approx(
+        exact_bin_recall(t, bands, rows), abs=1e-12
+    )
+
+
+@settings(max_examples=30, deadline=None)  # each example brute-forces every b*r <= n
+@given(
+    st.sampled_from([0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95]),
+    st.integers(8, 64),
+    st.sampled_from([0.9, 0.95, 0.99, 0.995]),
+)
+def test_the_tuner_meets_the_recall_target_whenever_a_banding_can(t: float, n: int, target: float) -> None:
+    """The law: among every b*r <= n (brute force), when some banding's expected recall in
+    [t, t + 0.05) reaches the target, the pick reaches it too and costs no more (weighted FP and
+    FN) than any other that does; when none does, the pick is the one coming closest."""
+    pick = optimal_params(t, n, 0.2, 0.8, recall_at_threshold=target)
+    assert pick.bands * pick.rows <= n
+    recalls = {
+        (b, r): exact_bin_recall(Fraction(t), b, r) if b * r <= 24 else threshold_bin_recall(t, b, r)
+        for b in range(1, n + 1)
+        for r in range(1, n // b + 1)
+    }
+    feasible = [k for k, v in recalls.items() if v >= target]
+    if feasible:
+        assert pick.threshold_bin_recall >= target
+        cost = {k: 0.2 * false_positive_rate(t, *k) + 0.8 * false_negative_rate(t, *k) for k in feasible}
+        assert cost[(pick.bands, pick.rows)] == pytest.approx(min(cost.values()), abs=1e-9)
+    else:
+        assert pick.threshold_bin_recall == pytest.approx(max(recalls.values()), abs=1e-9)
+
+
+def test_the_default_target_changes_the_default_picks_where_they_missed() -> None:
+    """At n = 128 the pick without a target misses more than 1 in 100 right at 0.5 to 0.8; with
+    the target none does, and no pick needs more bucket rows than 1.25x the old one."""
+    for t in (0.5, 0.6, 0.7, 0.8, 0.9):
+        old = optimal_params(t, 128, 0.2, 0.8)
+        new = optimal_params(t, 128, 0.2, 0.8, recall_at_threshold=0.99)
+        assert new.threshold_bin_recall >= 0.99 > old.threshold_bin_recall or old == new
+        assert new.bucket_rows <= 1.25 * old.bucket_rows
+    assert optimal_params(0.5, 128, 0.2, 0.8).threshold_bin_recall < 0.91
+
+
+def test_the_banding_text_names_p_at_the_threshold_and_the_bin() -> None:
+    b = evaluate_banding(0.5, 30, 4)
+    assert b.candidate_probability_at_threshold == pytest.approx(1 - (1 - 0.5**4) ** 30)
+    assert "P(candidate) at 0.5 0.8557" in str(b)
+    assert "mean over [0.5, 0.55] 0.9043" in str(b)
+    assert b.bucket_rows == 30
+    assert b.candidates_per_found_pair == pytest.approx(
+        0.5 * b.false_positive_rate / (0.5 * (1 - b.false_negative_rate))
+    )
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, 1.5, -0.1, True, float("nan"), "0.9"])
+def test_bad_recall_targets_are_refused(bad: object) -> None:
+    with pytest.raises(ParamsError, match="recall_at_threshold"):
+        optimal_params(0.8, 128, recall_at_threshold=bad)  # type: ignore[arg-type]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -11,7 +12,17 @@ from typing import Any
 
 from neardup.cli.command import command
 from neardup.cli.connect import open_database
-from neardup.cli.options import FLOOR, NUM_PERM, POSITIVE, SEED, THRESHOLD, WEIGHT, library_default, plot
+from neardup.cli.options import (
+    FLOOR,
+    NUM_PERM,
+    POSITIVE,
+    RECALL_AT_THRESHOLD,
+    SEED,
+    THRESHOLD,
+    WEIGHT,
+    library_default,
+    plot,
+)
 from neardup.cli.output import check_writable, emit, rounded, written
 
 EVAL_COLUMNS = (
@@ -20,6 +31,10 @@ EVAL_COLUMNS = (
     "pairs",
     "candidates",
     "found",
+    "recall",
+    "recall_low",
+    "recall_high",
+    "expected",
     "mean_jaccard",
     "empirical",
     "stderr",
@@ -46,13 +61,17 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
 def cmd_eval(args: argparse.Namespace) -> int:
     """Measure recall and precision against exact truth on a sample (needs stored texts).
 
-    Each sampled content is compared exactly with every stored one. Recall at the threshold, with
-    its 95% interval, and precision go to standard error, with what people's labels say: their
-    precision and the lowest threshold they support (as `labels --advise` reports it). Standard
-    output has one row per similarity bin: the sampled pairs, how many of them are LSH
-    candidates and how many are stored, the empirical and theoretical (S-curve) candidate
-    probability with its standard error, and the stored pairs of the whole collection; --format
-    json gives it all as one object.
+    Each sampled content is compared exactly with every stored one. The recall of the pairs in
+    the threshold's own bin [t, t + 0.05) with its 95% Wilson interval beside the S-curve's value,
+    the recall of all pairs at or above the threshold with its 95% interval, and precision go to
+    standard error, with what people's labels say: their precision and the lowest threshold they
+    support (as `labels --advise` reports it). Standard output has one row per similarity bin,
+    the threshold's bin first:
+    the sampled pairs, how many of them are LSH candidates and how many are stored, the recall
+    (stored / pairs, at or above the threshold) with its Wilson interval and the S-curve's mean
+    over these pairs (expected), the empirical and theoretical (S-curve) candidate probability
+    with its standard error, and the stored pairs of the whole collection; --format json gives it
+    all as one object (its bins ascending, the threshold's bin also under threshold_bin).
 
     Example: neardup eval --sample 2000 --seed 7 --plot report.png
     """
@@ -98,17 +117,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
     def cell(v: Any) -> Any:
         return rounded(v) if isinstance(v, float) else v
 
-    emit(args.format, EVAL_COLUMNS, ([cell(getattr(b, c)) for c in EVAL_COLUMNS] for b in ev.bins))
+    rows = ([cell(getattr(b, c)) for c in EVAL_COLUMNS] for b in ev.bins_threshold_first())
+    emit(args.format, EVAL_COLUMNS, rows)
     return 0
 
 
 def _tune_options(p: argparse.ArgumentParser) -> None:
     from neardup.config import FN_WEIGHT, FP_WEIGHT, PARAMETERS
 
-    num_perm = PARAMETERS["num_perm"].default
+    num_perm, recall = PARAMETERS["num_perm"].default, PARAMETERS["recall_at_threshold"].default
     p.add_argument("--threshold", type=THRESHOLD, required=True, help="in (0, 1]")
     p.add_argument(
         "--num-perm", type=NUM_PERM, default=num_perm, help=f"signature length (default {num_perm})"
+    )
+    p.add_argument(
+        "--recall-at-threshold",
+        type=RECALL_AT_THRESHOLD,
+        default=recall,
+        metavar="R",
+        help="expected recall the pairs in [threshold, threshold + 0.05) must reach, in (0, 1) "
+        f"(default {recall})",
     )
     p.add_argument(
         "--fp-weight", type=WEIGHT, default=FP_WEIGHT, help=f"weight of false positives (default {FP_WEIGHT})"
@@ -123,14 +151,33 @@ def _tune_options(p: argparse.ArgumentParser) -> None:
 def cmd_tune(args: argparse.Namespace) -> int:
     """Choose bands and rows for a threshold (no database needed).
 
+    Among the bandings whose expected recall in [threshold, threshold + 0.05) reaches
+    --recall-at-threshold (the closest one when none does), the one with the least weighted FP and
+    FN rates. Standard error says the choice; standard output has its P(candidate) at the
+    threshold, that bin's expected recall, and its cost: bucket rows a document (one a band) and
+    the expected candidates below the threshold per pair found (similarities uniform on [0, 1]:
+    a model for comparing bandings, not a forecast for a corpus).
+
     Example: neardup tune --threshold 0.8 --num-perm 128 --plot scurve.png
     """
     from neardup.core.tuning import optimal_params
 
     if args.plot:
         check_writable(args.plot, "--plot")
-    b = optimal_params(args.threshold, args.num_perm, args.fp_weight, args.fn_weight)
+    b = optimal_params(
+        args.threshold,
+        args.num_perm,
+        args.fp_weight,
+        args.fn_weight,
+        recall_at_threshold=args.recall_at_threshold,
+    )
     print(str(b), file=sys.stderr)
+    if b.threshold_bin_recall < args.recall_at_threshold:
+        print(
+            f"no banding of {args.num_perm} permutations reaches {args.recall_at_threshold:g}: "
+            "give more (--num-perm)",
+            file=sys.stderr,
+        )
     if args.plot:
         from neardup.plot import plot_scurve
 
@@ -139,7 +186,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"S-curve written to {args.plot}", file=sys.stderr)
     emit(
         args.format,
-        ["bands", "rows", "threshold_point", "false_positive_rate", "false_negative_rate"],
+        [
+            "bands",
+            "rows",
+            "threshold_point",
+            "false_positive_rate",
+            "false_negative_rate",
+            "candidate_probability_at_threshold",
+            "threshold_bin_recall",
+            "bucket_rows_per_document",
+            "expected_candidates_per_found_pair",
+        ],
         [
             (
                 b.bands,
@@ -147,6 +204,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 rounded(b.threshold_point),
                 rounded(b.false_positive_rate),
                 rounded(b.false_negative_rate),
+                rounded(b.candidate_probability_at_threshold),
+                rounded(b.threshold_bin_recall),
+                b.bucket_rows,
+                # None at t = 1, where no interval of pairs lies above it to be found.
+                None if math.isinf(b.candidates_per_found_pair) else rounded(b.candidates_per_found_pair),
             )
         ],
     )

@@ -128,6 +128,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
             ("store_text", s.store_text),
             ("expected_fp_rate", rounded(s.expected_fp_rate)),
             ("expected_fn_rate", rounded(s.expected_fn_rate)),
+            ("candidate_probability_at_threshold", rounded(s.candidate_probability_at_threshold)),
+            ("expected_threshold_bin_recall", rounded(s.expected_threshold_bin_recall)),
             *((f"params.{k}", v) for k, v in s.params.to_dict().items()),
             *(
                 (f"largest_bucket.{i}", f"band {b} bucket {k}: {n}")

@@ -115,6 +115,15 @@ def _keep(value: str) -> None:
 KEEP = option_type(str, _keep, "keep")
 
 
+def _recall_target(value: float) -> None:
+    from neardup.core.tuning import check_recall_target
+
+    check_recall_target(value)
+
+
+RECALL_AT_THRESHOLD = option_type(_number, _recall_target, "recall_at_threshold")
+
+
 def library_default(function: Callable[..., Any], parameter: str) -> Any:
     """The default of one of a library function's parameters, so an option's default is that one."""
     return inspect.signature(function).parameters[parameter].default
@@ -195,8 +204,9 @@ _TYPES: dict[str, Callable[[str], Any]] = {
     "seed": SEED,
     "k": K,
     "keep": KEEP,
+    "recall_at_threshold": RECALL_AT_THRESHOLD,
 }
-_METAVARS = {"num_perm": "N", "keep": "POLICY"}
+_METAVARS = {"num_perm": "N", "keep": "POLICY", "recall_at_threshold": "R"}
 
 
 def parameter_options(*, new: bool) -> dict[str, dict[str, Any]]:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         false_negative_rate,
         false_positive_rate,
         optimal_params,
+        threshold_bin_recall,
         threshold_point,
     )
 
@@ -65,6 +66,7 @@ _HOMES = {
         "false_negative_rate",
         "false_positive_rate",
         "optimal_params",
+        "threshold_bin_recall",
         "threshold_point",
     ),
 }
@@ -105,6 +107,7 @@ __all__ = [
     "optimal_params",
     "shingle_batch",
     "shingles",
+    "threshold_bin_recall",
     "threshold_point",
     "wilson_interval",
 ]

@@ -11,7 +11,13 @@ from neardup.core.lsh import check_banding
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme, check_minhash
 from neardup.core.normalize import CaseMode, Normalization, UnicodeForm
 from neardup.core.shingle import ShingleKind, check_shingling
-from neardup.core.tuning import Banding, evaluate_banding, optimal_params
+from neardup.core.tuning import (
+    DEFAULT_RECALL_AT_THRESHOLD,
+    Banding,
+    check_recall_target,
+    evaluate_banding,
+    optimal_params,
+)
 from neardup.errors import ParamsError, ParamsMismatchError
 
 # Bump whenever any fixed function changes its output for the same Params: the shingle hash,
@@ -36,6 +42,10 @@ class Params:
     unicode_form: UnicodeForm = "NFKC"
     case: CaseMode = "fold"
     collapse_whitespace: bool = True
+    # The recall target the bands and rows were tuned for (``optimal_params``): it changes no
+    # signature, but which bucket keys a re-tuning rebuild picks. None: tuned without one (stored
+    # before the field existed, with the FP/FN weights only).
+    recall_at_threshold: float | None = DEFAULT_RECALL_AT_THRESHOLD
     hash_version: int = HASH_VERSION
     # Which bytes of a normalised text its content hash is taken over (``core.content``): the
     # collection's own, chosen when it is made and kept by rebuilds, so a text added again is still
@@ -47,6 +57,8 @@ class Params:
         check_banding(self.bands, self.rows, self.num_perm)
         check_shingling(self.shingle, self.k)
         self.normalization  # noqa: B018 -- validates the normalisation fields
+        if self.recall_at_threshold is not None:
+            check_recall_target(self.recall_at_threshold)
         for name in ("hash_version", "content_hash"):
             version = getattr(self, name)
             if isinstance(version, bool) or not isinstance(version, int) or version < 1:
@@ -61,8 +73,10 @@ class Params:
         fn_weight: float = 0.5,
         **fields: Any,
     ) -> Params:
-        """Params whose bands and rows are tuned for ``threshold`` (see ``optimal_params``)."""
-        banding = optimal_params(threshold, num_perm, fp_weight, fn_weight)
+        """Params whose bands and rows are tuned for ``threshold`` (see ``optimal_params``) and
+        the ``recall_at_threshold`` field (default DEFAULT_RECALL_AT_THRESHOLD; None: no target)."""
+        recall = fields.setdefault("recall_at_threshold", DEFAULT_RECALL_AT_THRESHOLD)
+        banding = optimal_params(threshold, num_perm, fp_weight, fn_weight, recall_at_threshold=recall)
         return cls(bands=banding.bands, rows=banding.rows, num_perm=num_perm, **fields)
 
     @property
@@ -81,8 +95,9 @@ class Params:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Params:
         """Params from ``to_dict`` output; unknown or missing fields are refused by name (a missing
-        ``content_hash`` is version 1: stored before it existed)."""
-        data = {"content_hash": LEGACY_CONTENT_HASH, **data}
+        ``content_hash`` is version 1, a missing ``recall_at_threshold`` None: stored before they
+        existed)."""
+        data = {"content_hash": LEGACY_CONTENT_HASH, "recall_at_threshold": None, **data}
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:

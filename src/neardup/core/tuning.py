@@ -11,6 +11,12 @@ Both are normalised by the length of their interval. datasketch's tuner leaves t
 (its issue #129), which weighs false positives t/(1-t) times more than asked: 4x at t = 0.8.
 P is a polynomial of degree b*r <= num_perm, so Gauss-Legendre quadrature with num_perm/2 + 1
 nodes integrates it exactly (up to rounding).
+
+Those two means weigh the whole curve, and a pick that minimises them still misses pairs right at
+the threshold (P(t) is 0.86 for 30 x 4 at t = 0.5). A recall target R adds a constraint: the mean
+of P over the threshold's own bin [t, t + THRESHOLD_BIN] (s uniform there) must reach R. The bin
+average, not P(t) itself, is what a user measures as recall at the threshold; it is again a
+polynomial's mean, integrated exactly.
 """
 
 from __future__ import annotations
@@ -41,6 +47,47 @@ def _s_curve(
     """1 - (1 - s^r)^b, computed as -expm1(b * log1p(-s^r)) to keep precision for small s^r."""
     with np.errstate(divide="ignore"):  # s = 1 gives log1p(-1) = -inf, and P = 1 as it should
         return np.asarray(-np.expm1(bands * np.log1p(-(s**rows))), dtype=np.float64)
+
+
+# Width of the threshold's own bin [t, t + width): the bin ``eval`` reports first, and whose mean
+# candidate probability the recall target constrains (the width of eval's bins).
+THRESHOLD_BIN = 0.05
+# The recall a new collection's banding is tuned to reach in that bin: one pair in a hundred right
+# at the threshold may be missed, where the FP/FN weights alone missed one in eleven at t = 0.5.
+DEFAULT_RECALL_AT_THRESHOLD = 0.99
+
+
+def check_recall_target(recall: object) -> float:
+    """``recall`` (a recall-at-threshold target) as a float if it lies in (0, 1), else ParamsError
+    (1 cannot be reached: P(s) < 1 for every s < 1)."""
+    if (
+        isinstance(recall, bool)
+        or not isinstance(recall, float | int | np.floating | np.integer)
+        or not 0.0 < float(recall) < 1.0
+    ):
+        raise ParamsError(f"recall_at_threshold must be in (0, 1), got {recall!r}")
+    return float(recall)
+
+
+def _bin_recall(
+    threshold: float, bands: int, rows: npt.NDArray[np.int64], num_perm: int
+) -> npt.NDArray[np.float64]:
+    """Mean P over [t, min(1, t + THRESHOLD_BIN)] for b bands and each r in ``rows`` (exact
+    quadrature, as ``_rates``); at t = 1 the bin is the point 1, where P = 1."""
+    high = min(1.0, threshold + THRESHOLD_BIN)
+    if high <= threshold:
+        return np.ones(np.asarray(rows).shape)
+    nodes, weights = _legendre(num_perm // 2 + 1)
+    inside = threshold + (high - threshold) / 2.0 * (nodes + 1.0)
+    return np.asarray(weights @ _s_curve(inside[:, None], bands, rows) / 2.0, dtype=np.float64)
+
+
+def threshold_bin_recall(threshold: float, bands: int, rows: int) -> float:
+    """Expected recall of pairs in the threshold's bin [t, t + THRESHOLD_BIN): the S-curve's mean
+    there, for s uniform in the bin (a modelling choice; real pairs crowd towards t)."""
+    check_threshold(threshold)
+    check_banding(bands, rows, bands * rows)
+    return float(_bin_recall(threshold, bands, np.array([rows]), bands * rows)[0])
 
 
 def threshold_point(bands: int, rows: int) -> float:
@@ -118,6 +165,29 @@ class Banding:
         return threshold_point(self.bands, self.rows)
 
     @property
+    def candidate_probability_at_threshold(self) -> float:
+        """P(candidate) of a pair exactly at the threshold: 1 - (1 - t^r)^b."""
+        return float(_s_curve(np.array(self.threshold), self.bands, self.rows))
+
+    @property
+    def threshold_bin_recall(self) -> float:
+        """Expected recall of the pairs in [t, t + THRESHOLD_BIN): the S-curve's mean there."""
+        return threshold_bin_recall(self.threshold, self.bands, self.rows)
+
+    @property
+    def candidates_per_found_pair(self) -> float:
+        """Expected candidates below the threshold per pair found at or above it, for similarities
+        uniform on [0, 1]: t*FP / ((1 - t)*(1 - FN)). A model of the verification cost; real
+        corpora have far more dissimilar pairs, so compare bandings by it, not corpora."""
+        found = (1.0 - self.threshold) * (1.0 - self.false_negative_rate)
+        return math.inf if found <= 0 else self.threshold * self.false_positive_rate / found
+
+    @property
+    def bucket_rows(self) -> int:
+        """Bucket rows a document stores (one a band): the storage and lookup cost of a banding."""
+        return self.bands
+
+    @property
     def unused_permutations(self) -> int:
         """num_perm - b*r: signature rows no band uses (computed but not indexed)."""
         return self.num_perm - self.bands * self.rows
@@ -126,7 +196,10 @@ class Banding:
         text = (
             f"bands={self.bands} rows={self.rows} (S-curve steepest near {self.threshold_point:.3f}) "
             f"for threshold {self.threshold:g}: expected false-positive rate {self.false_positive_rate:.4f}, "
-            f"false-negative rate {self.false_negative_rate:.4f}"
+            f"false-negative rate {self.false_negative_rate:.4f}; P(candidate) at "
+            f"{self.threshold:g} {self.candidate_probability_at_threshold:.4f}, mean over "
+            f"[{self.threshold:g}, {min(1.0, self.threshold + THRESHOLD_BIN):g}] "
+            f"{self.threshold_bin_recall:.4f}"
         )
         if self.unused_permutations:
             text += f"; uses {self.bands * self.rows} of {self.num_perm} permutations"
@@ -140,14 +213,20 @@ def optimal_params(
     fn_weight: float = 0.5,
     *,
     use_all_permutations: bool = False,
+    recall_at_threshold: float | None = None,
 ) -> Banding:
     """The (b, r) with b*r <= num_perm minimising fp_weight*FP + fn_weight*FN (rates as above).
 
-    Ties go to the choice using more permutations, then to fewer bands (fewer bucket rows). With
-    ``use_all_permutations`` only b*r == num_perm is considered; otherwise an unused remainder is
-    reported in ``Banding.unused_permutations`` and in its text.
+    With ``recall_at_threshold`` R, only bandings whose mean P over the threshold's bin reaches R
+    are considered (the expected recall at the threshold, approximate as above); where none does
+    within num_perm, the one coming closest is chosen (its ``threshold_bin_recall`` says by how
+    much it falls short). Ties go to the choice using more permutations, then to fewer bands
+    (fewer bucket rows). With ``use_all_permutations`` only b*r == num_perm is considered;
+    otherwise an unused remainder is reported in ``Banding.unused_permutations`` and in its text.
     """
     check_threshold(threshold)
+    if recall_at_threshold is not None:
+        recall_at_threshold = check_recall_target(recall_at_threshold)
     if (
         isinstance(num_perm, bool)
         or not isinstance(num_perm, int | np.integer)
@@ -161,7 +240,7 @@ def optimal_params(
     if total <= 0:
         raise ParamsError("fp_weight and fn_weight cannot both be 0")
     wp, wn = fp_weight / total, fn_weight / total
-    best: tuple[float, int, int, int, float, float] | None = None
+    best: tuple[float, float, int, int, int, float, float] | None = None
     for b in range(1, num_perm + 1):
         rs = np.arange(1, num_perm // b + 1)
         if use_all_permutations:
@@ -169,13 +248,19 @@ def optimal_params(
         if rs.size == 0:
             continue
         fps, fns = _rates(threshold, b, rs, int(num_perm))
-        for r, fp, fn in zip(rs.tolist(), fps.tolist(), fns.tolist(), strict=True):
+        # How far each falls short of the target (0 for all when there is none, or when it is met).
+        shorts = (
+            np.zeros(rs.size)
+            if recall_at_threshold is None
+            else np.maximum(0.0, recall_at_threshold - _bin_recall(threshold, b, rs, int(num_perm)))
+        )
+        for r, fp, fn, short in zip(rs.tolist(), fps.tolist(), fns.tolist(), shorts.tolist(), strict=True):
             # Rounded so that float noise cannot break a real tie.
-            key = (round(wp * fp + wn * fn, 12), -(b * r), b, r, fp, fn)
-            if best is None or key[:3] < best[:3]:
+            key = (round(short, 12), round(wp * fp + wn * fn, 12), -(b * r), b, r, fp, fn)
+            if best is None or key[:4] < best[:4]:
                 best = key
     if best is None:  # b = num_perm, r = 1 is always a candidate
         raise InternalError(f"no banding considered for num_perm = {num_perm}")
-    _, _, b, r, fp, fn = best
+    _, _, _, b, r, fp, fn = best
     check_banding(b, r, num_perm)
     return Banding(b, r, int(num_perm), float(threshold), fp, fn)

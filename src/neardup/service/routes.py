@@ -208,6 +208,8 @@ def get_collection(request: Request, name: str, who: Read) -> dict[str, Any]:
             "bytes_on_disk": s.bytes_on_disk,
             "expected_fp_rate": s.expected_fp_rate,
             "expected_fn_rate": s.expected_fn_rate,
+            "candidate_probability_at_threshold": s.candidate_probability_at_threshold,
+            "expected_threshold_bin_recall": s.expected_threshold_bin_recall,
         },
     }
 

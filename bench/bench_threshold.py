@@ -1,0 +1,403 @@
+"""Recall right at the threshold, and what it costs: old default banding beside the new one.
+
+    python bench/bench_threshold.py [CORPUS] [--truth TSV] [--limit N] [--thresholds 0.5,0.6,0.7,0.8,0.9]
+                                    [--variants old,new,perms256] [--repeats 1] [--queries 200]
+                                    [--db URL] [--out docs/benchmarks/threshold.md]
+
+CORPUS defaults to the Debian bookworm descriptions in ../shared/data, the truth to every pair
+with exact 5-shingle Jaccard >= 0.5 beside it (any corpus with a truth file of the same columns,
+id_a id_b jaccard intersection union, can be given). For each threshold t and each banding variant
+(built in turn, alternated over ``--repeats`` rounds, in one run and one server):
+
+- old: today's tuner before the recall target (FP/FN weights 0.2/0.8 only), 128 permutations;
+- new: the default now (the same weights, and the expected recall of [t, t + 0.05) >= 0.99);
+- perms256: the same target with 256 permutations (more bands of more rows: fewer candidates,
+  more bucket rows and signature bytes).
+
+Each builds a collection with the ground truth's normalisation, adds every document (timed:
+documents to all verified pairs), lists its pairs and reports: recall of the truth pairs with J in
+[t, t + 0.05) with Wilson's 95% interval, beside the S-curve's mean over that bin; recall and
+precision at t; bytes a document on disk (``stats``); query p50 over ``--queries`` corpus texts;
+and LSH candidates per stored pair (distinct candidate pairs of distinct texts, from the same
+signatures computed here, over the stored pairs of distinct texts). Ratios are new / old.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+from _common import (
+    DEBIAN,
+    DEBIAN_TRUTH_NAME,
+    TRUTH_CONFIG,
+    Report,
+    bench_schema,
+    header,
+    latencies_ms,
+    local_server,
+    timed,
+    warm_up,
+)
+from bench_core import candidate_pairs
+from bench_quality import Truth, read_corpus
+from neardup.config import FN_WEIGHT, FP_WEIGHT
+from neardup.core import (
+    Params,
+    Sketcher,
+    candidate_probability,
+    evaluate_banding,
+    optimal_params,
+    threshold_bin_recall,
+)
+from neardup.core.intervals import wilson
+from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD, THRESHOLD_BIN
+from neardup.database import Database
+from neardup.index import Index
+from neardup.storage.connect import libpq_url
+
+# Each variant: (bands, rows, num_perm) for a threshold.
+VARIANTS: dict[str, Callable[[float], tuple[int, int, int]]] = {
+    "old": lambda t: _pick(t, 128, None),
+    "new": lambda t: _pick(t, 128, DEFAULT_RECALL_AT_THRESHOLD),
+    "perms256": lambda t: _pick(t, 256, DEFAULT_RECALL_AT_THRESHOLD),
+    # The same target asked of the point P(t) instead of the bin's mean.
+    "point": lambda t: _point(t, 128, DEFAULT_RECALL_AT_THRESHOLD),
+    # A lower candidate gate: the old tuner for t - 0.05, pairs still verified at t.
+    "gate": lambda t: _pick(round(t - THRESHOLD_BIN, 10), 128, None),
+}
+
+
+def _pick(t: float, num_perm: int, recall: float | None) -> tuple[int, int, int]:
+    b = optimal_params(t, num_perm, FP_WEIGHT, FN_WEIGHT, recall_at_threshold=recall)
+    return b.bands, b.rows, num_perm
+
+
+def _point(t: float, num_perm: int, recall: float) -> tuple[int, int, int]:
+    """The least weighted FP and FN rates among b*r <= num_perm with P(t) >= recall."""
+    best: tuple[float, int, int] | None = None
+    for b in range(1, num_perm + 1):
+        for r in range(1, num_perm // b + 1):
+            if float(candidate_probability(t, b, r)) >= recall:
+                e = evaluate_banding(t, b, r, num_perm)
+                cost = FP_WEIGHT * e.false_positive_rate + FN_WEIGHT * e.false_negative_rate
+                if best is None or cost < best[0]:
+                    best = (cost, b, r)
+    if best is None:
+        raise SystemExit(f"no banding of {num_perm} permutations has P({t}) >= {recall}")
+    return best[1], best[2], num_perm
+
+
+@dataclass
+class Run:
+    """One variant at one threshold: its quality (the same every round) and each round's costs."""
+
+    variant: str
+    threshold: float
+    banding: tuple[int, int, int]
+    bin_found: int = 0
+    bin_pairs: int = 0
+    recall: float = 0.0
+    precision: float = 0.0
+    candidates: int = 0
+    stored_content_pairs: int = 0
+    seconds: list[float] = field(default_factory=list)
+    bytes_per_doc: list[float] = field(default_factory=list)
+    query_p50_ms: list[float] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        b, r, n = self.banding
+        return f"{b}x{r}" + ("" if n == 128 else f" of {n}")
+
+
+def stored_keys(index: Index, position: dict[str, int]) -> np.ndarray:
+    """The stored pairs as sorted keys lo * n + hi over document positions."""
+    n = len(position)
+    listed = [(position[a], position[b]) for a, b, _ in index.pairs()]
+    keys = np.array([min(a, b) * n + max(a, b) for a, b in listed], dtype=np.int64)
+    return np.unique(keys)
+
+
+def measure(
+    run: Run,
+    url: str,
+    schema: str,
+    docs: list[tuple[str, str]],
+    truth: Truth,
+    queries: list[str],
+    content: np.ndarray,
+    first: bool,
+) -> None:
+    """Build the variant's collection, time it, and (the first round) score its pairs."""
+    bands, rows, num_perm = run.banding
+    t = run.threshold
+    name = f"thr_{run.variant}_{round(t * 100)}"
+    index = Index.create(
+        url, name, t, schema=schema, bands=bands, rows=rows, num_perm=num_perm, **TRUTH_CONFIG
+    )
+    with index:
+        seconds, _ = timed(lambda: index.add(docs))
+        run.seconds.append(seconds)
+        stats = index.stats()
+        run.bytes_per_doc.append(stats.bytes_on_disk / max(stats.documents, 1))
+        run.query_p50_ms.append(statistics.median(latencies_ms(index.query, queries)))
+        if first:
+            # Fresh statistics first, as autovacuum would give them: without, the listing's join of
+            # a just-loaded collection was planned as a parallel hash join that spilled until the
+            # disk was full.
+            with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+                conn.execute(f'ANALYZE "{schema}".pairs, "{schema}".documents, "{schema}".contents')
+            score(run, stored_keys(index, {d: i for i, (d, _) in enumerate(docs)}), truth, content, len(docs))
+    Database(url, schema).drop(name)
+    print(
+        f"  {seconds:.1f} s, {run.bytes_per_doc[-1]:,.0f} bytes a document, query p50 "
+        f"{run.query_p50_ms[-1]:.2f} ms; in bin {run.bin_found:,} of {run.bin_pairs:,}",
+        file=sys.stderr,
+    )
+
+
+def score(run: Run, keys: np.ndarray, truth: Truth, content: np.ndarray, n: int) -> None:
+    t = run.threshold
+    found = np.isin(truth.keys, keys, assume_unique=True)
+    in_bin = (truth.jaccard >= t) & (truth.jaccard < t + THRESHOLD_BIN) if t < 1 else truth.jaccard >= 1
+    run.bin_pairs, run.bin_found = int(in_bin.sum()), int(found[in_bin].sum())
+    above = truth.jaccard >= t
+    run.recall = float(found[above].mean()) if above.any() else float("nan")
+    pos = np.minimum(np.searchsorted(truth.keys, keys), truth.keys.size - 1)
+    true = (truth.keys[pos] == keys) & (truth.jaccard[pos] >= t)
+    run.precision = float(true.mean()) if keys.size else float("nan")
+    a, b = content[keys // n], content[keys % n]
+    differ = a != b
+    run.stored_content_pairs = int(np.unique(np.minimum(a, b)[differ] * n + np.maximum(a, b)[differ]).size)
+
+
+def count_candidates(run: Run, distinct_texts: list[str]) -> None:
+    """Distinct LSH candidate pairs among the distinct texts, from the variant's band keys."""
+    bands, rows, num_perm = run.banding
+    sketcher = Sketcher(Params(bands=bands, rows=rows, num_perm=num_perm, **TRUTH_CONFIG))
+    keys = sketcher.band_keys(sketcher.signatures(distinct_texts))
+    _, found = candidate_pairs(keys)
+    run.candidates = int(found.size)
+
+
+def offline_row(
+    variant: str,
+    t: float,
+    docs: list[tuple[str, str]],
+    truth: Truth,
+    content: np.ndarray,
+    distinct: list[str],
+) -> list[object]:
+    """A variant judged from its signatures alone, without a build: the share of the bin's truth
+    pairs that share a bucket key (what exact verification then keeps), its bucket rows and
+    signature bytes a document, and its distinct candidates per true pair of distinct texts found."""
+    bands, rows, num_perm = VARIANTS[variant](t)
+    sketcher = Sketcher(Params(bands=bands, rows=rows, num_perm=num_perm, **TRUTH_CONFIG))
+    keys = sketcher.band_keys(sketcher.signatures(distinct))
+    n = len(docs)
+    lo, hi = content[truth.keys // n], content[truth.keys % n]
+    shared = (keys[lo] == keys[hi]).any(axis=1) | (lo == hi)
+    in_bin = (truth.jaccard >= t) & (truth.jaccard < t + THRESHOLD_BIN)
+    found = shared[in_bin].sum()
+    low, high = wilson(int(found), int(in_bin.sum()))
+    above = (truth.jaccard >= t) & (lo != hi) & shared
+    true_found = np.unique(np.minimum(lo, hi)[above] * n + np.maximum(lo, hi)[above]).size
+    _, candidates = candidate_pairs(keys)
+    return [
+        t,
+        variant,
+        f"{bands}x{rows}" + ("" if num_perm == 128 else f" of {num_perm}"),
+        f"{found / in_bin.sum():.4f} ({low:.4f}-{high:.4f})",
+        f"{threshold_bin_recall(t, bands, rows):.4f}",
+        bands,
+        4 * num_perm,
+        f"{candidates.size:,}",
+        f"{candidates.size / max(true_found, 1):.2f}",
+    ]
+
+
+def fmt_ratio(new: float, old: float) -> str:
+    return f"{new / old:.2f}x" if old else "n/a"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("corpus", nargs="?", type=Path, default=DEBIAN, help="JSONL(.gz) of {id, text}")
+    ap.add_argument("--truth", type=Path, help=f"truth TSV (default: {DEBIAN_TRUTH_NAME} beside CORPUS)")
+    ap.add_argument("--limit", type=int, help="use only the first N documents (for a quick check)")
+    ap.add_argument("--thresholds", default="0.5,0.6,0.7,0.8,0.9")
+    ap.add_argument(
+        "--variants", default="old,new,perms256", help=f"of {', '.join(VARIANTS)}; the first is the base"
+    )
+    ap.add_argument("--repeats", type=int, default=1, help="rounds of builds, variants alternated")
+    ap.add_argument(
+        "--alternatives",
+        default="old,new,point,gate,perms256",
+        help="variants also judged from their signatures alone, without a build ('' for none)",
+    )
+    ap.add_argument("--queries", type=int, default=200, help="query texts timed per collection")
+    ap.add_argument("--db", help="PostgreSQL URL (default: a temporary durable local server)")
+    ap.add_argument("--out", type=Path, default=Path("docs/benchmarks/threshold.md"))
+    args = ap.parse_args()
+    thresholds = [float(x) for x in args.thresholds.split(",")]
+    variants = args.variants.split(",")
+    if unknown := set(variants) - set(VARIANTS):
+        raise SystemExit(f"unknown variants: {', '.join(sorted(unknown))}")
+    truth_path = args.truth or args.corpus.parent / DEBIAN_TRUTH_NAME
+
+    docs, truth, content, distinct_texts = read_corpus(args.corpus, truth_path, args.limit)
+    queries = [text for _, text in random.Random(1).sample(docs, min(args.queries, len(docs)))]
+    print(f"{len(docs):,} documents, {truth.keys.size:,} truth pairs", file=sys.stderr)
+
+    runs = {(v, t): Run(v, t, VARIANTS[v](t)) for t in thresholds for v in variants}
+    report = Report()
+    with contextlib.ExitStack() as stack:
+        url = args.db or stack.enter_context(local_server())
+        schema = stack.enter_context(bench_schema(url, "nd_threshold"))
+        warm_up(url, schema, **TRUTH_CONFIG)
+        for t in thresholds:
+            for round_ in range(args.repeats):
+                for v in variants if round_ % 2 == 0 else reversed(variants):
+                    print(f"t = {t}, {v} ({runs[v, t].label}), round {round_ + 1} ...", file=sys.stderr)
+                    measure(runs[v, t], url, schema, docs, truth, queries, content, round_ == 0)
+        report.say(
+            *header(
+                "Recall at the threshold and its cost",
+                url,
+                args.db is not None,
+                [
+                    f"Corpus: `{args.corpus.name}`, {len(docs):,} documents"
+                    + (f" (the first {args.limit:,})" if args.limit else "")
+                    + f" ({len(distinct_texts):,} distinct texts); truth `{truth_path.name}`: "
+                    f"{truth.keys.size:,} pairs with J >= 0.5 among them",
+                    "Character 5-shingles of the ground truth's normalisation (lowercase, collapsed "
+                    "whitespace), one-permutation MinHash; every variant built in the same run and server, "
+                    f"{args.repeats} round(s), variants alternated; times are medians",
+                ],
+            )
+        )
+    for run in runs.values():
+        print(f"candidates for {run.variant} at {run.threshold} ...", file=sys.stderr)
+        count_candidates(run, distinct_texts)
+
+    base = variants[0]
+    report.say(f"## Recall in the threshold's own bin [t, t + {THRESHOLD_BIN:g})", "")
+    report.table(
+        [
+            "t",
+            "variant",
+            "b×r",
+            "pairs in bin",
+            "recall in bin (95% Wilson)",
+            "S-curve mean in bin",
+            "recall J >= t",
+            "precision",
+        ],
+        "rllrrrrr",
+        [
+            [
+                run.threshold,
+                run.variant,
+                run.label,
+                f"{run.bin_pairs:,}",
+                f"{run.bin_found / run.bin_pairs:.4f} ({low:.4f}-{high:.4f})" if run.bin_pairs else "n/a",
+                f"{threshold_bin_recall(run.threshold, run.banding[0], run.banding[1]):.4f}",
+                f"{run.recall:.4f}",
+                f"{run.precision:.4f}",
+            ]
+            for run in runs.values()
+            for low, high in [wilson(run.bin_found, run.bin_pairs)]
+        ],
+    )
+    report.say(f"## Cost, each variant against `{base}` at the same threshold", "")
+    report.say(
+        "Time: documents to all verified pairs (`add` of every document into an empty collection). "
+        "Bytes a document: `stats` bytes on disk / documents. Query p50: `query` of corpus texts. "
+        "Candidates per stored pair: distinct LSH candidate pairs of distinct texts / stored pairs "
+        "of distinct texts.",
+        "",
+    )
+    rows = []
+    for (v, t), run in runs.items():
+        ref = runs[base, t]
+        sec, ref_sec = statistics.median(run.seconds), statistics.median(ref.seconds)
+        byt, ref_byt = statistics.median(run.bytes_per_doc), statistics.median(ref.bytes_per_doc)
+        q, ref_q = statistics.median(run.query_p50_ms), statistics.median(ref.query_p50_ms)
+        per_pair = run.candidates / max(run.stored_content_pairs, 1)
+        ref_per_pair = ref.candidates / max(ref.stored_content_pairs, 1)
+        rows.append(
+            [
+                t,
+                v,
+                run.label,
+                f"{sec:.1f} s ({fmt_ratio(sec, ref_sec)})",
+                f"{byt:,.0f} ({fmt_ratio(byt, ref_byt)})",
+                f"{q:.2f} ms ({fmt_ratio(q, ref_q)})",
+                f"{run.candidates:,}",
+                f"{per_pair:.2f} ({fmt_ratio(per_pair, ref_per_pair)})",
+            ]
+        )
+    report.table(
+        [
+            "t",
+            "variant",
+            "b×r",
+            "time to all pairs",
+            "bytes a document",
+            "query p50",
+            "candidates",
+            "candidates per stored pair",
+        ],
+        "rllrrrrr",
+        rows,
+    )
+    alternatives = [a for a in args.alternatives.split(",") if a]
+    if unknown := set(alternatives) - set(VARIANTS):
+        raise SystemExit(f"unknown alternatives: {', '.join(sorted(unknown))}")
+    if alternatives:
+        report.say("## The alternatives, from their signatures alone", "")
+        report.say(
+            "No build: each banding's band keys computed here from the same texts. Recall in bin: the "
+            "share of the bin's truth pairs sharing a bucket key (exact verification keeps them all but "
+            "the rare one its signature prefilter drops). Bucket rows and signature bytes are a "
+            "document's; candidates per pair: distinct candidate pairs of distinct texts over the true "
+            "pairs (J >= t) of distinct texts that are candidates. point: P(t) >= 0.99 instead of the "
+            "bin's mean; gate: today's tuner for t - 0.05 (a lower candidate gate); perms256: the target "
+            "with 256 permutations.",
+            "",
+        )
+        offline = []
+        for t in thresholds:
+            for a in alternatives:
+                print(f"alternative {a} at {t} ...", file=sys.stderr)
+                offline.append(offline_row(a, t, docs, truth, content, distinct_texts))
+        report.table(
+            [
+                "t",
+                "variant",
+                "b×r",
+                "candidate recall in bin (95% Wilson)",
+                "S-curve mean in bin",
+                "bucket rows a document",
+                "signature bytes",
+                "candidates",
+                "candidates per true pair",
+            ],
+            "rllrrrrrr",
+            offline,
+        )
+    report.write(args.out)
+
+
+if __name__ == "__main__":
+    main()
