@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from neardup.config import DEFAULT_THRESHOLD, IndexConfig
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme
 from neardup.core.normalize import CaseMode, UnicodeForm
-from neardup.core.params import Params
+from neardup.core.params import DEFAULT_NEIGHBOUR_FLOOR, Params
 from neardup.core.shingle import ShingleKind
 from neardup.errors import (
     CollectionExistsError,
@@ -32,7 +32,7 @@ from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.measure import evaluate
 from neardup.records import Record, to_document
 from neardup.search import CheckResult, check_all, fraction, similar
-from neardup.storage import catalog, citus, listings, migrate, statistics
+from neardup.storage import catalog, citus, fingerprints, listings, migrate, statistics
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
 from neardup.storage.scope import Scope
@@ -156,6 +156,8 @@ class Index:
         case: CaseMode = "fold",
         collapse_whitespace: bool = True,
         store_text: bool = True,
+        neighbours: bool = False,
+        neighbour_floor: float = DEFAULT_NEIGHBOUR_FLOOR,
         schema: str = DEFAULT_SCHEMA,
         exist_ok: bool = False,
         distributed: bool | None = None,
@@ -163,7 +165,8 @@ class Index:
     ) -> Index:
         """Create a collection (migrating the schema first when it is missing or behind).
 
-        Bands and rows are tuned for ``threshold`` unless both are given. With ``exist_ok`` an
+        Bands and rows are tuned for ``threshold`` unless both are given. ``neighbours`` keeps text
+        fingerprints for ``query``'s top-k (down to ``neighbour_floor``) and containment answers. With ``exist_ok`` an
         existing collection with the same parameters is opened; different ones are refused.
         ``distributed=True`` makes its tables Citus tables (``shards`` per table), distributing the
         schema if it has no collection yet; None follows the schema (a collection in a distributed
@@ -185,6 +188,8 @@ class Index:
             unicode_form=unicode_form,
             case=case,
             collapse_whitespace=collapse_whitespace,
+            neighbours=neighbours,
+            neighbour_floor=neighbour_floor,
         )
         if not migrate.is_head(migrate.current_revision(url, schema)):
             migrate.upgrade(url, schema)
@@ -193,8 +198,12 @@ class Index:
             scope = Scope(conn, schema)
             with translated(f"preparing schema {schema!r} for collection {name!r}"), transaction(conn):
                 distributed = citus.prepare(scope, distributed, shards, redacted(url))
+            if distributed and config.params.neighbours:
+                raise ParamsError("neighbours are kept on one server only: create it with distributed=False")
             with translated(f"creating collection {name!r}"), transaction(conn):
                 row = _insert_or_reuse(scope, name, config, distributed, exist_ok)
+                if config.params.neighbours:
+                    fingerprints.prepare(scope.with_collection(row.collection_id, distributed))
             return cls(conn, scope, row, url)
         except BaseException:
             conn.close()
