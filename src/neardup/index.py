@@ -31,6 +31,8 @@ from neardup.ingest.collection import config_of, open_collection
 from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.measure import evaluate
 from neardup.records import Record, to_document
+from neardup import neighbours
+from neardup.neighbours import Contained, Direction
 from neardup.search import CheckResult, check_all, fraction, similar
 from neardup.storage import catalog, citus, fingerprints, listings, migrate, statistics
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
@@ -307,17 +309,55 @@ class Index:
     # -- reading -----------------------------------------------------------------------------
 
     def query(
-        self, text: str, min_jaccard: float | None = None, limit: int | None = None
-    ) -> list[tuple[str, float]]:
+        self,
+        text: str,
+        min_jaccard: float | None = None,
+        limit: int | None = None,
+        *,
+        k: int | None = None,
+        min_containment: float | None = None,
+        direction: Direction = "contains",
+    ) -> list[tuple[str, float]] | list[Contained]:
         """Stored documents similar to ``text``, best first: (id, similarity).
 
         Similarity is the exact Jaccard of the shingle sets when texts are stored, else the
         signature estimate (approximate, standard error sqrt(J(1-J)/num_perm)). Only documents
         sharing a bucket are considered, so below the collection's threshold recall falls off
-        along the S-curve.
+        along the S-curve, and matches far below it are never found.
+
+        A collection made with ``neighbours=True`` also answers, whatever its threshold: ``k=N``,
+        the N stored documents with the highest exact Jaccard at or above its ``neighbour_floor``,
+        best first; ``min_containment=C``, the stored documents that contain at least C of the
+        text's shingles (``direction="within"``: those the text contains at least C of), as
+        ``Contained(id, containment, jaccard)`` with both exact, largest share first. Both find
+        their candidates by text fingerprints (``neighbours``): approximate only in what they find.
         """
         with translated(f"querying {self.name!r}"):
-            return similar(self._scope, self.config, self._writer.sketcher, text, min_jaccard, limit)
+            if k is None and min_containment is None:
+                return similar(self._scope, self.config, self._writer.sketcher, text, min_jaccard, limit)
+            return self._neighbours(text, min_jaccard, limit, k, min_containment, direction)
+
+    def _neighbours(
+        self,
+        text: str,
+        min_jaccard: float | None,
+        limit: int | None,
+        k: int | None,
+        containment: float | None,
+        way: Direction,
+    ) -> list[tuple[str, float]] | list[Contained]:
+        if k is not None and containment is not None:
+            raise ParamsError("ask for the top k or for a min_containment, not both at once")
+        if min_jaccard is not None or limit is not None:
+            raise ParamsError("min_jaccard and limit go with a similarity query, not with top-k or containment")
+        top = neighbours.top_k(k) if k is not None else None
+        share = neighbours.min_containment(containment) if containment is not None else None
+        way = neighbours.direction(way)
+        neighbours.require_neighbours(self.config, self.name)
+        if top is not None:
+            return neighbours.nearest(self._scope, self.config, self._writer.sketcher, text, top)
+        assert share is not None
+        return neighbours.containing(self._scope, self.config, self._writer.sketcher, text, share, way)
 
     def check(
         self,
@@ -404,6 +444,7 @@ class Index:
 __all__ = [
     "AddResult",
     "CheckResult",
+    "Contained",
     "Evaluation",
     "Index",
     "NeardupError",

@@ -1,0 +1,159 @@
+"""A text's nearest stored documents (top-k by Jaccard) and the stored documents that contain it or
+that it contains, for a collection that keeps its neighbours (``neighbours=True``).
+
+Candidates are the stored contents that share a text fingerprint (``core.fingerprints``) with the
+text, ranked by how many they share; each is verified exactly on the shingle sets
+(``ingest.verification.verify_overlaps``), so every answer is exact (precision 1) and recall is
+what the fingerprints find: certain for a shared run of text of about ``WINDOW + 2k`` characters,
+by chance below. Fingerprints held by more than ``COMMON`` stored contents (boilerplate) are not
+used while rarer ones are there.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple, get_args
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup.config import IndexConfig
+from neardup.core.fingerprints import fingerprints
+from neardup.core.sketch import Sketcher
+from neardup.errors import InputError, ParamsError
+from neardup.ingest.verification import verify_overlaps
+from neardup.storage import documents
+from neardup.storage import fingerprints as stored_fingerprints
+from neardup.storage.connect import transaction
+from neardup.storage.scope import Scope, read_snapshot
+
+Direction = Literal["contains", "within"]
+DIRECTIONS: tuple[str, ...] = get_args(Direction)
+
+# A fingerprint held by more contents than this is boilerplate: a candidate found only through
+# such fingerprints is rarely an answer, and reading them all would cost more than the rest.
+COMMON = 1_000
+# A top-k query verifies this many candidates a wanted answer, the most-shared first (at least
+# TOP_MIN): the nearest documents share the most fingerprints, bar a few that share boilerplate.
+TOP_FACTOR, TOP_MIN = 10, 100
+# A containment query verifies at most this many candidates, the most-shared first.
+MAX_VERIFIED = 5_000
+
+
+class Contained(NamedTuple):
+    """A stored document that contains the text or is contained in it, with the exact share
+    (``containment``) and the exact Jaccard."""
+
+    id: str
+    containment: float
+    jaccard: float
+
+
+def top_k(value: object) -> int:
+    """``value`` as a count of answers (a positive integer), else ParamsError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ParamsError(f"top_k must be a positive integer, got {value!r}")
+    return value
+
+
+def min_containment(value: object) -> float:
+    """``value`` as a containment threshold in (0, 1], else ParamsError."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < float(value) <= 1.0:
+        raise ParamsError(f"min_containment must be in (0, 1], got {value!r}")
+    return float(value)
+
+
+def direction(value: object) -> Direction:
+    """``value`` as a containment direction, else ParamsError."""
+    if value not in DIRECTIONS:
+        raise ParamsError(f"direction must be one of {', '.join(DIRECTIONS)}, got {value!r}")
+    return value  # type: ignore[return-value]
+
+
+def require_neighbours(config: IndexConfig, name: str) -> None:
+    """ParamsError, saying how to enable them, unless the collection keeps its neighbours."""
+    if not config.params.neighbours:
+        raise ParamsError(
+            f"collection {name!r} keeps no neighbours, so it answers neither top-k nor containment: "
+            "rebuild it with them (neardup rebuild --neighbours, or Index.rebuild(neighbours=True))"
+        )
+
+
+def nearest(scope: Scope, config: IndexConfig, sketcher: Sketcher, text: str, k: int) -> list[tuple[str, float]]:
+    """The ``k`` stored documents most similar to ``text`` with Jaccard at least the collection's
+    ``neighbour_floor``, best first: (id, exact Jaccard). Approximate only in what it finds."""
+    k = top_k(k)
+    with transaction(scope.conn):
+        read_snapshot(scope.conn)
+        ids, _ = _candidates(scope, sketcher, _text(text), config.params.k)
+        ids = ids[: max(TOP_FACTOR * k, TOP_MIN)]
+        jaccard, names = _verified(scope, sketcher, text, ids, lambda o: o.jaccard())
+    floor = config.params.neighbour_floor
+    found = [(n, float(j)) for i, j in zip(ids.tolist(), jaccard, strict=True) if j >= floor for n in names[i]]
+    found.sort(key=lambda r: (-r[1], r[0]))
+    return found[:k]
+
+
+def containing(
+    scope: Scope,
+    config: IndexConfig,
+    sketcher: Sketcher,
+    text: str,
+    threshold: float,
+    way: Direction = "contains",
+) -> list[Contained]:
+    """The stored documents that contain at least ``threshold`` of ``text``'s shingles, or with
+    ``way="within"`` those whose shingles ``text`` contains at least ``threshold`` of; largest
+    share first, each with its exact share and Jaccard. Approximate only in what it finds."""
+    threshold, way = min_containment(threshold), direction(way)
+    with transaction(scope.conn):
+        read_snapshot(scope.conn)
+        ids, _ = _candidates(scope, sketcher, _text(text), config.params.k)
+        ids = ids[:MAX_VERIFIED]
+        overlaps, names = _verified(
+            scope, sketcher, text, ids, lambda o: np.stack([o.contained() if way == "contains" else o.within(), o.jaccard()])
+        )
+    found = [
+        Contained(n, float(c), float(j))
+        for i, c, j in zip(ids.tolist(), overlaps[0], overlaps[1], strict=True)
+        if c >= threshold
+        for n in names[i]
+    ]
+    found.sort(key=lambda r: (-r.containment, -r.jaccard, r.id))
+    return found
+
+
+def _text(text: object) -> str:
+    if not isinstance(text, str):
+        raise InputError(f"query text must be a string, got {type(text).__name__}")
+    return text
+
+
+def _candidates(
+    scope: Scope, sketcher: Sketcher, text: str, step: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Stored contents sharing a fingerprint with ``text`` and how many each shares, the most first
+    (ties by content id); through its rarer fingerprints only, when it has any."""
+    _, fp = fingerprints(sketcher.shingles([text], unique=False), step)
+    if fp.size == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    found, content = stored_fingerprints.lookup(scope, fp, COMMON + 1)
+    keys, held = np.unique(found, return_counts=True)
+    rare = ~np.isin(found, keys[held > COMMON])
+    if rare.any():
+        content = content[rare]
+    ids, shared = np.unique(content, return_counts=True)
+    order = np.lexsort((ids, -shared))
+    return ids[order], shared[order]
+
+
+def _verified(scope, sketcher, text, ids, measure):  # type: ignore[no-untyped-def]
+    """``measure`` of the exact overlaps of ``text`` with contents ``ids``, and their ids."""
+    if ids.size == 0:
+        return np.zeros((2, 0)), {}
+    wanted = ids.tolist()
+    texts = documents.texts(scope, wanted)
+    names = documents.external_ids(scope, wanted)
+    return measure(verify_overlaps(sketcher, text, [texts[i] for i in wanted])), names
+
+
+__all__ = ["DIRECTIONS", "Contained", "Direction", "containing", "direction", "min_containment", "nearest", "top_k"]
