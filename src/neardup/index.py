@@ -13,7 +13,9 @@ import unicodedata
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import overload
 
+from neardup import neighbours
 from neardup.config import DEFAULT_THRESHOLD, IndexConfig
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme
 from neardup.core.normalize import CaseMode, UnicodeForm
@@ -30,9 +32,8 @@ from neardup.ingest import DEFAULT_BATCH_SIZE, AddResult, Writer, parallel
 from neardup.ingest.collection import config_of, open_collection
 from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.measure import evaluate
-from neardup.records import Record, to_document
-from neardup import neighbours
 from neardup.neighbours import Contained, Direction
+from neardup.records import Record, to_document
 from neardup.search import CheckResult, check_all, fraction, similar
 from neardup.storage import catalog, citus, fingerprints, listings, migrate, statistics
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
@@ -63,6 +64,10 @@ class Stats:
     expected_fn_rate: float
     bytes_by_table: dict[str, tuple[int, int]]
     """Bytes on disk of each table's partition: (rows with their TOAST, indexes)."""
+    neighbour_rows: int = 0
+    """Text fingerprints kept for top-k and containment queries (0 unless ``neighbours``)."""
+    neighbour_bytes: int = 0
+    """Their bytes on disk (their share of the bucket partition and its index, and their own index)."""
 
 
 def _insert_or_reuse(
@@ -88,6 +93,14 @@ def _insert_or_reuse(
         )
     config_of(row).require_same(config)
     return row
+
+
+def _neighbour_size(scope: Scope, params: Params) -> dict[str, int]:
+    """The neighbours' rows and bytes, read only for a collection that keeps them."""
+    if not params.neighbours:
+        return {}
+    rows, size = fingerprints.size(scope)
+    return {"neighbour_rows": rows, "neighbour_bytes": size}
 
 
 class Index:
@@ -168,8 +181,9 @@ class Index:
         """Create a collection (migrating the schema first when it is missing or behind).
 
         Bands and rows are tuned for ``threshold`` unless both are given. ``neighbours`` keeps text
-        fingerprints for ``query``'s top-k (down to ``neighbour_floor``) and containment answers. With ``exist_ok`` an
-        existing collection with the same parameters is opened; different ones are refused.
+        fingerprints for ``query``'s top-k (down to ``neighbour_floor``) and containment answers.
+        With ``exist_ok`` an existing collection with the same parameters is opened; different ones
+        are refused.
         ``distributed=True`` makes its tables Citus tables (``shards`` per table), distributing the
         schema if it has no collection yet; None follows the schema (a collection in a distributed
         schema is distributed), False refuses a distributed schema (docs/distributed.md).
@@ -308,6 +322,30 @@ class Index:
 
     # -- reading -----------------------------------------------------------------------------
 
+    @overload
+    def query(
+        self,
+        text: str,
+        min_jaccard: float | None = None,
+        limit: int | None = None,
+        *,
+        k: int | None = None,
+        min_containment: None = None,
+        direction: Direction = "contains",
+    ) -> list[tuple[str, float]]: ...
+
+    @overload
+    def query(
+        self,
+        text: str,
+        min_jaccard: float | None = None,
+        limit: int | None = None,
+        *,
+        k: None = None,
+        min_containment: float,
+        direction: Direction = "contains",
+    ) -> list[Contained]: ...
+
     def query(
         self,
         text: str,
@@ -345,19 +383,29 @@ class Index:
         k: int | None,
         containment: float | None,
         way: Direction,
+        dry: bool = False,
     ) -> list[tuple[str, float]] | list[Contained]:
         if k is not None and containment is not None:
             raise ParamsError("ask for the top k or for a min_containment, not both at once")
-        if min_jaccard is not None or limit is not None:
-            raise ParamsError("min_jaccard and limit go with a similarity query, not with top-k or containment")
+        if min_jaccard is not None:
+            raise ParamsError("min_jaccard goes with a similarity query, not with top-k or containment")
+        if limit is not None and (
+            k is not None or isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
+            raise ParamsError(
+                f"limit goes with a similarity or containment query, a non-negative integer, got {limit!r}"
+            )
         top = neighbours.top_k(k) if k is not None else None
         share = neighbours.min_containment(containment) if containment is not None else None
         way = neighbours.direction(way)
         neighbours.require_neighbours(self.config, self.name)
+        if dry:
+            return []
         if top is not None:
             return neighbours.nearest(self._scope, self.config, self._writer.sketcher, text, top)
         assert share is not None
-        return neighbours.containing(self._scope, self.config, self._writer.sketcher, text, share, way)
+        found = neighbours.containing(self._scope, self.config, self._writer.sketcher, text, share, way)
+        return found[:limit] if limit is not None else found
 
     def check(
         self,
@@ -366,13 +414,26 @@ class Index:
         min_jaccard: float | None = None,
         limit: int | None = None,
         batch_size: int = CHECK_BATCH_SIZE,
+        k: int | None = None,
+        min_containment: float | None = None,
+        direction: Direction = "contains",
     ) -> Iterator[CheckResult]:
         """For each record, in input order, its id and its stored near-duplicates (id, similarity)
         best first, as ``query`` finds them; stores nothing. Records are taken as ``add`` takes
-        them (a bad one raises InputError naming its position), ``batch_size`` per round trip."""
+        them (a bad one raises InputError naming its position), ``batch_size`` per round trip.
+        With ``k`` or ``min_containment`` (a collection made with ``neighbours=True``), each
+        record's matches are ``query``'s answers to them, asked record by record."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ParamsError(f"batch_size must be a positive integer, got {batch_size!r}")
         checked = (to_document(r, f"record {n}") for n, r in enumerate(records))
+        if k is not None or min_containment is not None:
+            # Checked before the first record is read, as the other options are.
+            self._neighbours("", min_jaccard, limit, k, min_containment, direction, dry=True)
+            for document in checked:
+                with translated(f"checking documents against {self.name!r}"):
+                    found = self._neighbours(document.text, min_jaccard, limit, k, min_containment, direction)
+                yield CheckResult(document.id, found)  # type: ignore[arg-type]
+            return
         with translated(f"checking documents against {self.name!r}"):
             yield from check_all(
                 self._scope,
@@ -423,6 +484,7 @@ class Index:
                 expected_fp_rate=banding.false_positive_rate,
                 expected_fn_rate=banding.false_negative_rate,
                 bytes_by_table=sizes,
+                **_neighbour_size(scope, self.params),
             )
 
     def evaluate(self, sample: int = 1000, *, seed: int = 0, floor: float | None = None) -> Evaluation:

@@ -20,7 +20,7 @@ from neardup.config import IndexConfig
 from neardup.core.fingerprints import fingerprints
 from neardup.core.sketch import Sketcher
 from neardup.errors import InputError, ParamsError
-from neardup.ingest.verification import verify_overlaps
+from neardup.ingest.verification import Overlaps, verify_overlaps
 from neardup.storage import documents
 from neardup.storage import fingerprints as stored_fingerprints
 from neardup.storage.connect import transaction
@@ -78,7 +78,9 @@ def require_neighbours(config: IndexConfig, name: str) -> None:
         )
 
 
-def nearest(scope: Scope, config: IndexConfig, sketcher: Sketcher, text: str, k: int) -> list[tuple[str, float]]:
+def nearest(
+    scope: Scope, config: IndexConfig, sketcher: Sketcher, text: str, k: int
+) -> list[tuple[str, float]]:
     """The ``k`` stored documents most similar to ``text`` with Jaccard at least the collection's
     ``neighbour_floor``, best first: (id, exact Jaccard). Approximate only in what it finds."""
     k = top_k(k)
@@ -86,9 +88,10 @@ def nearest(scope: Scope, config: IndexConfig, sketcher: Sketcher, text: str, k:
         read_snapshot(scope.conn)
         ids, _ = _candidates(scope, sketcher, _text(text), config.params.k)
         ids = ids[: max(TOP_FACTOR * k, TOP_MIN)]
-        jaccard, names = _verified(scope, sketcher, text, ids, lambda o: o.jaccard())
+        overlaps, names = _verified(scope, sketcher, text, ids)
     floor = config.params.neighbour_floor
-    found = [(n, float(j)) for i, j in zip(ids.tolist(), jaccard, strict=True) if j >= floor for n in names[i]]
+    jaccard = overlaps.jaccard().tolist()
+    found = [(n, j) for i, j in zip(ids.tolist(), jaccard, strict=True) if j >= floor for n in names[i]]
     found.sort(key=lambda r: (-r[1], r[0]))
     return found[:k]
 
@@ -109,12 +112,12 @@ def containing(
         read_snapshot(scope.conn)
         ids, _ = _candidates(scope, sketcher, _text(text), config.params.k)
         ids = ids[:MAX_VERIFIED]
-        overlaps, names = _verified(
-            scope, sketcher, text, ids, lambda o: np.stack([o.contained() if way == "contains" else o.within(), o.jaccard()])
-        )
+        overlaps, names = _verified(scope, sketcher, text, ids)
+    share = (overlaps.contained() if way == "contains" else overlaps.within()).tolist()
+    jaccard = overlaps.jaccard().tolist()
     found = [
-        Contained(n, float(c), float(j))
-        for i, c, j in zip(ids.tolist(), overlaps[0], overlaps[1], strict=True)
+        Contained(n, c, j)
+        for i, c, j in zip(ids.tolist(), share, jaccard, strict=True)
         if c >= threshold
         for n in names[i]
     ]
@@ -146,14 +149,23 @@ def _candidates(
     return ids[order], shared[order]
 
 
-def _verified(scope, sketcher, text, ids, measure):  # type: ignore[no-untyped-def]
-    """``measure`` of the exact overlaps of ``text`` with contents ``ids``, and their ids."""
-    if ids.size == 0:
-        return np.zeros((2, 0)), {}
+def _verified(
+    scope: Scope, sketcher: Sketcher, text: str, ids: npt.NDArray[np.int64]
+) -> tuple[Overlaps, dict[int, list[str]]]:
+    """The exact overlaps of ``text`` with the stored contents ``ids``, and their documents' ids."""
     wanted = ids.tolist()
-    texts = documents.texts(scope, wanted)
-    names = documents.external_ids(scope, wanted)
-    return measure(verify_overlaps(sketcher, text, [texts[i] for i in wanted])), names
+    texts = documents.texts(scope, wanted) if wanted else {}
+    names = documents.external_ids(scope, wanted) if wanted else {}
+    return verify_overlaps(sketcher, text, [texts[i] for i in wanted]), names
 
 
-__all__ = ["DIRECTIONS", "Contained", "Direction", "containing", "direction", "min_containment", "nearest", "top_k"]
+__all__ = [
+    "DIRECTIONS",
+    "Contained",
+    "Direction",
+    "containing",
+    "direction",
+    "min_containment",
+    "nearest",
+    "top_k",
+]

@@ -84,7 +84,7 @@ def exact_jaccard_unsorted(
     return out
 
 
-def exact_overlaps(query: npt.NDArray[np.uint32], sets: Ragged) -> npt.NDArray[np.int64]:
+def exact_overlaps(query: npt.NDArray[np.generic], sets: Ragged) -> npt.NDArray[np.int64]:
     """The size of the intersection of the sorted distinct set ``query`` with each set of
     ``sets`` (each sorted and distinct): exact, from which containment and Jaccard follow."""
     if len(sets) == 0:

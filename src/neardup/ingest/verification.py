@@ -23,9 +23,9 @@ from neardup.core.shingle import distinct_rows
 from neardup.core.sketch import Sketch, Sketcher
 from neardup.core.verify import (
     agreement_with,
-    exact_overlaps,
     exact_jaccard,
     exact_jaccard_unsorted,
+    exact_overlaps,
     prefilter_floor,
     signature_agreement,
 )
@@ -217,7 +217,7 @@ class Overlaps(NamedTuple):
     def jaccard(self) -> Similarities:
         """Exact Jaccard of the text with each stored text (0 where both are empty)."""
         union = self.size + self.sizes - self.shared
-        return np.divide(self.shared, union, out=np.zeros(self.shared.size), where=union > 0)
+        return np.divide(self.shared, union, out=np.zeros(self.shared.size), where=union > 0)  # type: ignore[no-any-return]
 
     def contained(self) -> Similarities:
         """The share of the text's shingles each stored text contains."""

@@ -203,6 +203,11 @@ def get_collection(request: Request, name: str, who: Read) -> dict[str, Any]:
             "clusters": s.clusters,
             "bucket_rows": s.bucket_rows,
             "bytes_on_disk": s.bytes_on_disk,
+            **(
+                {"neighbour_rows": s.neighbour_rows, "neighbour_bytes": s.neighbour_bytes}
+                if s.params.neighbours
+                else {}
+            ),
             "expected_fp_rate": s.expected_fp_rate,
             "expected_fn_rate": s.expected_fn_rate,
         },
