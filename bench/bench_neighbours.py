@@ -192,7 +192,8 @@ def quality(report: Report, url: str, schema: str, corpus: Path, queries: int, s
         "",
         f"Added in {added:.1f} s. Neighbours: {stats.neighbour_rows:,} fingerprint rows "
         f"({stats.neighbour_rows / len(ids):.1f} a document), "
-        f"{stats.neighbour_bytes / len(ids):,.0f} bytes a document of {stats.bytes_on_disk / len(ids):,.0f} for the whole collection.",
+        f"{stats.neighbour_bytes / len(ids):,.0f} bytes a document of "
+        f"{stats.bytes_on_disk / len(ids):,.0f} for the whole collection.",
         "",
     )
     report.table(

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from neardup.core.fingerprints import fingerprints
+from neardup.core.fingerprints import fingerprints, probes
 from neardup.core.sketch import Sketcher
 from neardup.errors import ParamsError
 from tests._corpus import planted_corpus
@@ -52,11 +52,11 @@ def filled(make_index: Any, corpus: list[tuple[str, str]]) -> Any:
 
 
 def _sharing(index: Any, docs: list[tuple[str, str]], text: str) -> set[str]:
-    """The stored documents sharing a fingerprint with ``text``: what the query can see."""
-    shingled = Sketcher(index.params).shingles([text, *(t for _, t in docs)], unique=False)
-    rows, fp = fingerprints(shingled, index.params.k)
-    mine = set(fp[rows == 0].tolist())
-    return {d for n, (d, _) in enumerate(docs, 1) if mine & set(fp[rows == n].tolist())}
+    """The stored documents with a fingerprint among ``text``'s probes: what the query can see."""
+    sketcher = Sketcher(index.params)
+    mine = set(probes(sketcher.shingles([text], unique=False), index.params.k).tolist())
+    rows, fp = fingerprints(sketcher.shingles([t for _, t in docs], unique=False), index.params.k)
+    return {d for n, (d, _) in enumerate(docs) if mine & set(fp[rows == n].tolist())}
 
 
 def test_top_k_is_the_brute_force_top_k_of_what_shares_a_fingerprint(
@@ -134,14 +134,17 @@ def test_a_collection_without_neighbours_pays_nothing(make_index: Any, corpus: l
     plain = make_index()
     plain.add(corpus)
     stats = plain.stats()
-    assert stats.neighbour_rows == 0 and stats.neighbour_bytes == 0
+    assert stats.neighbour_rows == 0
+    assert stats.neighbour_bytes == 0
     assert "neighbours" not in plain.params.to_dict()
     with_them = make_index(neighbours=True)
     with_them.add(corpus)
     theirs = with_them.stats()
     # The bands are the same; the fingerprints are counted apart from them.
-    assert theirs.bucket_rows == stats.bucket_rows and theirs.pairs == stats.pairs
-    assert theirs.neighbour_rows > 0 and theirs.neighbour_bytes > 0
+    assert theirs.bucket_rows == stats.bucket_rows
+    assert theirs.pairs == stats.pairs
+    assert theirs.neighbour_rows > 0
+    assert theirs.neighbour_bytes > 0
     assert sorted(with_them.pairs()) == sorted(plain.pairs())
 
 
@@ -185,17 +188,24 @@ def test_the_command_line_asks_both_questions(cli: Any, corpus: list[tuple[str, 
     assert cli("add", str(source))[0] == 0
     text = dict(corpus)["part1"]
     status, out, _ = cli("query", "--text", text, "--top", "2", "--format", "tsv")
-    assert status == 0 and out.splitlines()[0].split("\t") == ["id", "jaccard"] and len(out.splitlines()) == 3
+    assert status == 0
+    assert out.splitlines()[0].split("\t") == ["id", "jaccard"]
+    assert len(out.splitlines()) == 3
     status, out, _ = cli("query", "--text", text, "--min-containment", "0.9", "--format", "tsv")
-    assert status == 0 and out.splitlines()[0].split("\t") == ["id", "containment", "jaccard"]
-    assert "more1" in out and "part1" in out
+    assert status == 0
+    assert out.splitlines()[0].split("\t") == ["id", "containment", "jaccard"]
+    assert "more1" in out
+    assert "part1" in out
     status, out, _ = cli("query", "--text", dict(corpus)["more1"], "--min-containment", "0.9", "--within")
-    assert status == 0 and "part1" in out
+    assert status == 0
+    assert "part1" in out
     status, _, err = cli("query", "--text", text, "--min-containment", "1.5")
-    assert status != 0 and "min_containment" in err
+    assert status != 0
+    assert "min_containment" in err
     status, _, err = cli("query", "--text", text, "--top", "0")
     assert status != 0
     status, out, _ = cli("check", str(source), "--min-containment", "0.95", "--format", "tsv")
-    assert status == 0 and out.splitlines()[0].split("\t") == ["id", "match", "containment", "jaccard"]
+    assert status == 0
+    assert out.splitlines()[0].split("\t") == ["id", "match", "containment", "jaccard"]
     status, out, _ = cli("stats", "--format", "tsv")
     assert "neighbour_bytes_per_document" in out

@@ -1,12 +1,13 @@
 """A text's nearest stored documents (top-k by Jaccard) and the stored documents that contain it or
 that it contains, for a collection that keeps its neighbours (``neighbours=True``).
 
-Candidates are the stored contents that share a text fingerprint (``core.fingerprints``) with the
-text, ranked by how many they share; each is verified exactly on the shingle sets
-(``ingest.verification.verify_overlaps``), so every answer is exact (precision 1) and recall is
-what the fingerprints find: certain for a shared run of text of about ``WINDOW + 2k`` characters,
-by chance below. Fingerprints held by more than ``COMMON`` stored contents (boilerplate) are not
-used while rarer ones are there.
+Candidates are the stored contents with a fingerprint (``core.fingerprints``) among the text's
+probes (its own fingerprints and its grams low enough to be one), ranked by how many; each is
+verified exactly on the shingle sets (``ingest.verification.verify_overlaps``), so every answer is
+exact (precision 1) and recall is what the probes find: certain for a shared run of text of about
+``WINDOW + 2k`` characters, likely for a stored text with a fingerprint inside any shared run.
+Fingerprints held by more than ``COMMON`` stored contents (boilerplate) are not used while rarer
+ones are there.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.config import IndexConfig
-from neardup.core.fingerprints import fingerprints
+from neardup.core.fingerprints import probes
 from neardup.core.sketch import Sketcher
 from neardup.errors import InputError, ParamsError
 from neardup.ingest.verification import Overlaps, verify_overlaps
@@ -134,9 +135,9 @@ def _text(text: object) -> str:
 def _candidates(
     scope: Scope, sketcher: Sketcher, text: str, step: int
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Stored contents sharing a fingerprint with ``text`` and how many each shares, the most first
+    """Stored contents with a fingerprint among ``text``'s probes and how many, the most first
     (ties by content id); through its rarer fingerprints only, when it has any."""
-    _, fp = fingerprints(sketcher.shingles([text], unique=False), step)
+    fp = probes(sketcher.shingles([text], unique=False), step)
     if fp.size == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     found, content = stored_fingerprints.lookup(scope, fp, COMMON + 1)

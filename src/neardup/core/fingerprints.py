@@ -27,6 +27,12 @@ from neardup.core.ragged import Ragged
 # excerpts in reach at about one row per 16 characters of text.
 WINDOW = 32
 _MIX = np.uint64(0x9E3779B97F4A7C15)
+# A query also probes each of its grams below this share of the hash range: a window's minimum of
+# WINDOW values lies below it with probability 1 - (1 - PROBE_SHARE) ** WINDOW (0.994 at 32), so a
+# stored text's fingerprints inside any run it shares with the query are found even where the run
+# is shorter than the guarantee (an edited copy, a short excerpt).
+PROBE_SHARE = 0.15
+_PROBE_BELOW = np.uint64(int(PROBE_SHARE * 2.0**64))
 
 
 def _mixed(values: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -128,4 +134,13 @@ def fingerprints_of(
     return np.concatenate(found_at), np.concatenate(found_fp)
 
 
-__all__ = ["WINDOW", "fingerprints", "fingerprints_of", "grams", "winnow"]
+def probes(shingles: Ragged, step: int, window: int = WINDOW) -> npt.NDArray[np.int64]:
+    """The distinct keys a query of one text (``shingles``, one row) looks up: its fingerprints,
+    and its grams that could be a stored text's (below ``PROBE_SHARE`` of the hash range)."""
+    gram_sets = grams(shingles, step)
+    _, fp = winnow(gram_sets, window)
+    low = gram_sets.values[gram_sets.values < _PROBE_BELOW].view(np.int64)
+    return np.unique(np.concatenate([fp, low]))
+
+
+__all__ = ["PROBE_SHARE", "WINDOW", "fingerprints", "fingerprints_of", "grams", "probes", "winnow"]
