@@ -6,8 +6,8 @@ probes (its own fingerprints and its grams low enough to be one), ranked by how 
 verified exactly on the shingle sets (``ingest.verification.verify_overlaps``), so every answer is
 exact (precision 1) and recall is what the probes find: certain for a shared run of text of about
 ``WINDOW + 2k`` characters, likely for a stored text with a fingerprint inside any shared run.
-Fingerprints held by more than ``COMMON`` stored contents (boilerplate) are not used while rarer
-ones are there.
+A top-k query does not use fingerprints held by more than ``COMMON`` stored contents (boilerplate)
+while rarer ones are there; a containment query uses every one (its answers may be that many).
 """
 
 from __future__ import annotations
@@ -36,8 +36,6 @@ COMMON = 1_000
 # A top-k query verifies this many candidates a wanted answer, the most-shared first (at least
 # TOP_MIN): the nearest documents share the most fingerprints, bar a few that share boilerplate.
 TOP_FACTOR, TOP_MIN = 10, 100
-# A containment query verifies at most this many candidates, the most-shared first.
-MAX_VERIFIED = 5_000
 
 
 class Contained(NamedTuple):
@@ -87,7 +85,7 @@ def nearest(
     k = top_k(k)
     with transaction(scope.conn):
         read_snapshot(scope.conn)
-        ids, _ = _candidates(scope, sketcher, _text(text), config.params.k)
+        ids, _ = _candidates(scope, sketcher, _text(text), config.params.k, COMMON)
         ids = ids[: max(TOP_FACTOR * k, TOP_MIN)]
         overlaps, names = _verified(scope, sketcher, text, ids)
     floor = config.params.neighbour_floor
@@ -111,8 +109,8 @@ def containing(
     threshold, way = min_containment(threshold), direction(way)
     with transaction(scope.conn):
         read_snapshot(scope.conn)
-        ids, _ = _candidates(scope, sketcher, _text(text), config.params.k)
-        ids = ids[:MAX_VERIFIED]
+        # Every candidate: a short or generic text is contained in many stored ones, all answers.
+        ids, _ = _candidates(scope, sketcher, _text(text), config.params.k, None)
         overlaps, names = _verified(scope, sketcher, text, ids)
     share = (overlaps.contained() if way == "contains" else overlaps.within()).tolist()
     jaccard = overlaps.jaccard().tolist()
@@ -133,18 +131,19 @@ def _text(text: object) -> str:
 
 
 def _candidates(
-    scope: Scope, sketcher: Sketcher, text: str, step: int
+    scope: Scope, sketcher: Sketcher, text: str, step: int, common: int | None
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Stored contents with a fingerprint among ``text``'s probes and how many, the most first
-    (ties by content id); through its rarer fingerprints only, when it has any."""
+    (ties by content id); with ``common``, through its rarer fingerprints only, when it has any."""
     fp = probes(sketcher.shingles([text], unique=False), step)
     if fp.size == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    found, content = stored_fingerprints.lookup(scope, fp, COMMON + 1)
-    keys, held = np.unique(found, return_counts=True)
-    rare = ~np.isin(found, keys[held > COMMON])
-    if rare.any():
-        content = content[rare]
+    found, content = stored_fingerprints.lookup(scope, fp, None if common is None else common + 1)
+    if common is not None:
+        keys, held = np.unique(found, return_counts=True)
+        rare = ~np.isin(found, keys[held > common])
+        if rare.any():
+            content = content[rare]
     ids, shared = np.unique(content, return_counts=True)
     order = np.lexsort((ids, -shared))
     return ids[order], shared[order]

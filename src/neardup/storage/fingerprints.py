@@ -50,17 +50,24 @@ def delete(scope: Scope, content_ids: list[int]) -> None:
 
 
 def lookup(
-    scope: Scope, fingerprint: npt.NDArray[np.int64], cap: int
+    scope: Scope, fingerprint: npt.NDArray[np.int64], cap: int | None
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(fingerprint, content) of the stored rows of each fingerprint, at most ``cap`` a fingerprint
-    (one more than the caller keeps says that it is common)."""
+    """(fingerprint, content) of the stored rows of each fingerprint; with ``cap``, at most that
+    many a fingerprint (one more than the caller keeps says that it is common)."""
+    if cap is None:
+        rows = (
+            "SELECT b.bucket AS f, b.content_id FROM {buckets_p} b WHERE b.collection_id = %(c)s "
+            "AND b.band = %(band)s AND b.bucket = ANY(%(f)s::int8[])"
+        )
+    else:
+        rows = (
+            "SELECT k.f, b.content_id FROM unnest(%(f)s::int8[]) AS k(f) CROSS JOIN LATERAL (SELECT "
+            "content_id FROM {buckets_p} b WHERE b.collection_id = %(c)s AND b.band = %(band)s "
+            "AND b.bucket = k.f LIMIT %(cap)s) b"
+        )
     with scope.conn.cursor(binary=True) as cur:
         row = cur.execute(
-            scope.sql(
-                "SELECT array_agg(k.f), array_agg(b.content_id) FROM unnest(%(f)s::int8[]) AS k(f) "
-                "CROSS JOIN LATERAL (SELECT content_id FROM {buckets_p} b WHERE b.collection_id = %(c)s "
-                "AND b.band = %(band)s AND b.bucket = k.f LIMIT %(cap)s) b"
-            ),
+            scope.sql(f"SELECT array_agg(f), array_agg(content_id) FROM ({rows}) q"),
             {"f": Int8s(fingerprint), "c": scope.collection_id, "band": FINGERPRINT_BAND, "cap": cap},
         ).fetchone()
     if row is None or row[0] is None:
