@@ -324,24 +324,15 @@ class Index:
 
     @overload
     def query(
-        self,
-        text: str,
-        min_jaccard: float | None = None,
-        limit: int | None = None,
-        *,
-        k: int | None = None,
-        min_containment: None = None,
-        direction: Direction = "contains",
+        self, text: str, min_jaccard: float | None = None, limit: int | None = None, *, k: int | None = None
     ) -> list[tuple[str, float]]: ...
 
     @overload
     def query(
         self,
         text: str,
-        min_jaccard: float | None = None,
-        limit: int | None = None,
         *,
-        k: None = None,
+        limit: int | None = None,
         min_containment: float,
         direction: Direction = "contains",
     ) -> list[Contained]: ...

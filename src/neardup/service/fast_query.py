@@ -44,8 +44,14 @@ def answer(index: Index, text: str, query: models.Query) -> bytes:
     """The body of ``query``'s answer from ``index``: similar, top-k or containment matches."""
     if query.min_containment is None:
         return matches_body(index.query(text, query.min_jaccard, query.limit, k=query.top_k))
-    found = index.query(
-        text, query.min_jaccard, query.limit, min_containment=query.min_containment, direction=query.direction
+    # Every option passed on: the index refuses those that do not go together, as it says.
+    found = index.query(  # type: ignore[call-overload]
+        text,
+        query.min_jaccard,
+        query.limit,
+        k=query.top_k,
+        min_containment=query.min_containment,
+        direction=query.direction,
     )
     matches = [{"id": c.id, "containment": c.containment, "jaccard": c.jaccard} for c in found]
     return json.dumps({"matches": matches}, ensure_ascii=False).encode("utf-8")
