@@ -102,6 +102,13 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         "treat every run of whitespace as one space",
     ),
     Parameter(
+        "store_text",
+        bool,
+        True,
+        "keep the texts (exact verification, eval and re-sketching rebuilds need them)",
+        rebuild=False,
+    ),
+    Parameter(
         "neighbours",
         bool,
         PARAM_DEFAULTS["neighbours"],
@@ -115,13 +122,6 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         low=0,
         high=1,
         low_open=True,
-    ),
-    Parameter(
-        "store_text",
-        bool,
-        True,
-        "keep the texts (exact verification, eval and re-sketching rebuilds need them)",
-        rebuild=False,
     ),
     Parameter(
         "distributed",
