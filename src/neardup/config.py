@@ -158,6 +158,21 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         pattern=KEEP_PATTERN,
     ),
     Parameter(
+        "neighbours",
+        bool,
+        PARAM_DEFAULTS["neighbours"],
+        "keep text fingerprints for top-k and containment queries (needs store_text)",
+    ),
+    Parameter(
+        "neighbour_floor",
+        float,
+        PARAM_DEFAULTS["neighbour_floor"],
+        "lowest Jaccard of a top-k answer",
+        low=0,
+        high=1,
+        low_open=True,
+    ),
+    Parameter(
         "distributed",
         bool,
         None,
@@ -199,7 +214,7 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in CREATE_PARAMETERS}
 
 # Changing only these re-bands stored signatures; anything else re-sketches every stored text.
-_BANDING_FIELDS = frozenset({"bands", "rows", "recall_at_threshold"})
+_BANDING_FIELDS = frozenset({"bands", "rows", "recall_at_threshold", "neighbour_floor"})
 
 
 @dataclass(frozen=True)
@@ -214,6 +229,8 @@ class IndexConfig:
         object.__setattr__(self, "threshold", check_threshold(self.threshold))
         if not isinstance(self.store_text, bool):
             raise ParamsError(f"store_text must be true or false, got {self.store_text!r}")
+        if self.params.neighbours and not self.store_text:
+            raise ParamsError("neighbours need the texts: give store_text=True with neighbours=True")
 
     @classmethod
     def new(

@@ -14,12 +14,14 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import overload
 
+from neardup import neighbours
 from neardup.arrow import Table, rows_of
 from neardup.config import DEFAULT_KEEP, DEFAULT_THRESHOLD, IndexConfig, check_keep
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme
 from neardup.core.normalize import CaseMode, UnicodeForm
-from neardup.core.params import Params
+from neardup.core.params import DEFAULT_NEIGHBOUR_FLOOR, Params
 from neardup.core.shingle import ShingleKind
 from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD
 from neardup.errors import (
@@ -35,9 +37,10 @@ from neardup.ingest import DEFAULT_BATCH_SIZE, AddResult, Writer, parallel
 from neardup.ingest.collection import config_of, open_collection
 from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.measure import evaluate
+from neardup.neighbours import Contained, Direction
 from neardup.records import Record, to_document
 from neardup.search import CheckResult, check_all, fraction, similar
-from neardup.storage import catalog, changes, citus, listings, migrate, statistics
+from neardup.storage import catalog, changes, citus, fingerprints, listings, migrate, statistics
 from neardup.storage import documents as document_rows
 from neardup.storage.changes import ChangesPage
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
@@ -79,6 +82,10 @@ class Stats:
     """The S-curve's mean over [threshold, threshold + 0.05): the expected recall there."""
     bytes_by_table: dict[str, tuple[int, int]]
     """Bytes on disk of each table's partition: (rows with their TOAST, indexes)."""
+    neighbour_rows: int = 0
+    """Text fingerprints kept for top-k and containment queries (0 unless ``neighbours``)."""
+    neighbour_bytes: int = 0
+    """Their bytes on disk (their share of the bucket partition and its index, and their own index)."""
 
 
 class Cluster(list[str]):
@@ -129,6 +136,14 @@ def _insert_or_reuse(
     if row.keep != keep:
         raise ParamsMismatchError(f"parameters differ (stored != requested): keep: {row.keep!r} != {keep!r}")
     return row
+
+
+def _neighbour_size(scope: Scope, params: Params) -> dict[str, int]:
+    """The neighbours' rows and bytes, read only for a collection that keeps them."""
+    if not params.neighbours:
+        return {}
+    rows, size = fingerprints.size(scope)
+    return {"neighbour_rows": rows, "neighbour_bytes": size}
 
 
 class Index:
@@ -211,6 +226,8 @@ class Index:
         collapse_whitespace: bool = True,
         store_text: bool = True,
         keep: str = DEFAULT_KEEP,
+        neighbours: bool = False,
+        neighbour_floor: float = DEFAULT_NEIGHBOUR_FLOOR,
         schema: str = DEFAULT_SCHEMA,
         exist_ok: bool = False,
         distributed: bool | None = None,
@@ -221,8 +238,10 @@ class Index:
         """Create a collection (migrating the schema first when it is missing or behind).
 
         Bands and rows are tuned for ``threshold`` unless both are given, so that the expected
-        recall of the pairs just above it reaches ``recall_at_threshold``. With ``exist_ok`` an
-        existing collection with the same parameters is opened; different ones are refused.
+        recall of the pairs just above it reaches ``recall_at_threshold``. ``neighbours`` keeps
+        text fingerprints for ``query``'s top-k (down to ``neighbour_floor``) and containment
+        answers. With ``exist_ok`` an existing collection with the same parameters is opened;
+        different ones are refused.
         ``distributed=True`` makes its tables Citus tables (``shards`` per table), distributing the
         schema if it has no collection yet; None follows the schema (a collection in a distributed
         schema is distributed), False refuses a distributed schema (docs/distributed.md).
@@ -247,6 +266,8 @@ class Index:
             unicode_form=unicode_form,
             case=case,
             collapse_whitespace=collapse_whitespace,
+            neighbours=neighbours,
+            neighbour_floor=neighbour_floor,
         )
         if not migrate.is_head(migrate.current_revision(url, schema)):
             migrate.upgrade(url, schema)
@@ -255,8 +276,12 @@ class Index:
             scope = Scope(conn, schema)
             with translated(f"preparing schema {schema!r} for collection {name!r}"), transaction(conn):
                 distributed = citus.prepare(scope, distributed, shards, redacted(url))
+            if distributed and config.params.neighbours:
+                raise ParamsError("neighbours are kept on one server only: create it with distributed=False")
             with translated(f"creating collection {name!r}"), transaction(conn):
                 row = _insert_or_reuse(scope, name, config, distributed, exist_ok, keep, feed)
+                if config.params.neighbours:
+                    fingerprints.prepare(scope.with_collection(row.collection_id, distributed))
             return cls(conn, scope, row, url)
         except BaseException:
             conn.close()
@@ -391,18 +416,81 @@ class Index:
 
     # -- reading -----------------------------------------------------------------------------
 
+    @overload
     def query(
-        self, text: str, min_jaccard: float | None = None, limit: int | None = None
-    ) -> list[tuple[str, float]]:
+        self, text: str, min_jaccard: float | None = None, limit: int | None = None, *, k: int | None = None
+    ) -> list[tuple[str, float]]: ...
+
+    @overload
+    def query(
+        self,
+        text: str,
+        *,
+        limit: int | None = None,
+        min_containment: float,
+        direction: Direction = "contains",
+    ) -> list[Contained]: ...
+
+    def query(
+        self,
+        text: str,
+        min_jaccard: float | None = None,
+        limit: int | None = None,
+        *,
+        k: int | None = None,
+        min_containment: float | None = None,
+        direction: Direction = "contains",
+    ) -> list[tuple[str, float]] | list[Contained]:
         """Stored documents similar to ``text``, best first: (id, similarity).
 
         Similarity is the exact Jaccard of the shingle sets when texts are stored, else the
         signature estimate (approximate, standard error sqrt(J(1-J)/num_perm)). Only documents
         sharing a bucket are considered, so below the collection's threshold recall falls off
-        along the S-curve.
+        along the S-curve, and matches far below it are never found.
+
+        A collection made with ``neighbours=True`` also answers, whatever its threshold: ``k=N``,
+        the N stored documents with the highest exact Jaccard at or above its ``neighbour_floor``,
+        best first; ``min_containment=C``, the stored documents that contain at least C of the
+        text's shingles (``direction="within"``: those the text contains at least C of), as
+        ``Contained(id, containment, jaccard)`` with both exact, largest share first. Both find
+        their candidates by text fingerprints (``neighbours``): approximate only in what they find.
         """
         with translated(f"querying {self.name!r}"):
-            return similar(self._scope, self.config, self._writer.sketcher, text, min_jaccard, limit)
+            if k is None and min_containment is None:
+                return similar(self._scope, self.config, self._writer.sketcher, text, min_jaccard, limit)
+            return self._neighbours(text, min_jaccard, limit, k, min_containment, direction)
+
+    def _neighbours(
+        self,
+        text: str,
+        min_jaccard: float | None,
+        limit: int | None,
+        k: int | None,
+        containment: float | None,
+        way: Direction,
+        dry: bool = False,
+    ) -> list[tuple[str, float]] | list[Contained]:
+        if k is not None and containment is not None:
+            raise ParamsError("ask for the top k or for a min_containment, not both at once")
+        if min_jaccard is not None:
+            raise ParamsError("min_jaccard goes with a similarity query, not with top-k or containment")
+        if limit is not None and (
+            k is not None or isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
+            raise ParamsError(
+                f"limit goes with a similarity or containment query, a non-negative integer, got {limit!r}"
+            )
+        top = neighbours.top_k(k) if k is not None else None
+        share = neighbours.min_containment(containment) if containment is not None else None
+        way = neighbours.direction(way)
+        neighbours.require_neighbours(self.config, self.name)
+        if dry:
+            return []
+        if top is not None:
+            return neighbours.nearest(self._scope, self.config, self._writer.sketcher, text, top)
+        assert share is not None
+        found = neighbours.containing(self._scope, self.config, self._writer.sketcher, text, share, way)
+        return found[:limit] if limit is not None else found
 
     def check(
         self,
@@ -411,13 +499,26 @@ class Index:
         min_jaccard: float | None = None,
         limit: int | None = None,
         batch_size: int = CHECK_BATCH_SIZE,
+        k: int | None = None,
+        min_containment: float | None = None,
+        direction: Direction = "contains",
     ) -> Iterator[CheckResult]:
         """For each record, in input order, its id and its stored near-duplicates (id, similarity)
         best first, as ``query`` finds them; stores nothing. Records are taken as ``add`` takes
-        them (a bad one raises InputError naming its position), ``batch_size`` per round trip."""
+        them (a bad one raises InputError naming its position), ``batch_size`` per round trip.
+        With ``k`` or ``min_containment`` (a collection made with ``neighbours=True``), each
+        record's matches are ``query``'s answers to them, asked record by record."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ParamsError(f"batch_size must be a positive integer, got {batch_size!r}")
         checked = (to_document(r, f"record {n}") for n, r in enumerate(records))
+        if k is not None or min_containment is not None:
+            # Checked before the first record is read, as the other options are.
+            self._neighbours("", min_jaccard, limit, k, min_containment, direction, dry=True)
+            for document in checked:
+                with translated(f"checking documents against {self.name!r}"):
+                    found = self._neighbours(document.text, min_jaccard, limit, k, min_containment, direction)
+                yield CheckResult(document.id, found)  # type: ignore[arg-type]
+            return
         with translated(f"checking documents against {self.name!r}"):
             yield from check_all(
                 self._scope,
@@ -489,6 +590,7 @@ class Index:
                 candidate_probability_at_threshold=banding.candidate_probability_at_threshold,
                 expected_threshold_bin_recall=banding.threshold_bin_recall,
                 bytes_by_table=sizes,
+                **_neighbour_size(scope, self.params),
             )
 
     def evaluate(self, sample: int = 1000, *, seed: int = 0, floor: float | None = None) -> Evaluation:
@@ -511,6 +613,7 @@ __all__ = [
     "AddResult",
     "CheckResult",
     "Cluster",
+    "Contained",
     "Evaluation",
     "Index",
     "NeardupError",

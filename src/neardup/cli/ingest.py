@@ -7,13 +7,20 @@ import csv
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from neardup.cli.command import command
 from neardup.cli.connect import open_index
-from neardup.cli.options import POSITIVE, inputs, library_default, min_jaccard
+from neardup.cli.options import (
+    POSITIVE,
+    inputs,
+    library_default,
+    min_jaccard,
+    neighbour_arguments,
+    neighbour_options,
+)
 from neardup.cli.output import check_writable, emit, output_file, rounded, staged
 
 if TYPE_CHECKING:
@@ -144,6 +151,7 @@ def _check_options(p: argparse.ArgumentParser) -> None:
     inputs(p, "--input-format")
     min_jaccard(p, "lowest similarity reported (default: the threshold)")
     p.add_argument("--limit", type=POSITIVE, help="at most this many matches per record")
+    neighbour_options(p)
 
 
 @command("check", _check_options, tables=True)
@@ -169,11 +177,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     )
     with ExitStack() as stack:
         index = open_index(args, stack)
+        asked = neighbour_arguments(args)
         results = index.check(
             checked(records, max_text_length=args.max_text_length),
             min_jaccard=args.min_jaccard,
             limit=args.limit,
+            **asked,
         )
+        if "min_containment" in asked:
+            _emit_contained(args.format, results)
+            return 0
         if args.format in ("jsonl", "json"):
             rows = (
                 (r.id, [{"id": i, "jaccard": rounded(j)} for i, j in r.matches], len(r.matches))
@@ -194,6 +207,37 @@ def cmd_check(args: argparse.Namespace) -> int:
                 types=["string", "string", "double"],
             )
     return 0
+
+
+def _emit_contained(output: str, results: Iterator[CheckResult]) -> None:
+    """Each record's containment answers: id, match, containment, jaccard."""
+    from neardup.neighbours import Contained
+
+    def answers(r: CheckResult) -> list[Contained]:
+        return cast("list[Contained]", r.matches)
+
+    if output in ("jsonl", "json"):
+        rows = (
+            (
+                r.id,
+                [
+                    {"id": c.id, "containment": rounded(c.containment), "jaccard": rounded(c.jaccard)}
+                    for c in answers(r)
+                ],
+                len(r.matches),
+            )
+            for r in results
+        )
+        emit(output, ["id", "matches", "count"], rows)
+        return
+
+    def rows_of(r: CheckResult) -> list[tuple[str, str, float | str, float | str]]:
+        found: list[tuple[str, str, float | str, float | str]] = [
+            (r.id, c.id, rounded(c.containment), rounded(c.jaccard)) for c in answers(r)
+        ]
+        return found or [(r.id, "", "", "")]
+
+    emit(output, ["id", "match", "containment", "jaccard"], (row for r in results for row in rows_of(r)))
 
 
 def _dedup_options(p: argparse.ArgumentParser) -> None:

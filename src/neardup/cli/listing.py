@@ -9,7 +9,7 @@ from typing import Any
 
 from neardup.cli.command import command
 from neardup.cli.connect import open_index
-from neardup.cli.options import POSITIVE, max_text_length, min_jaccard
+from neardup.cli.options import POSITIVE, max_text_length, min_jaccard, neighbour_arguments, neighbour_options
 from neardup.cli.output import emit, rounded
 
 
@@ -20,6 +20,7 @@ def _query_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("stdin", nargs="?", choices=["-"], help="read the text from stdin")
     min_jaccard(p)
     p.add_argument("--limit", type=POSITIVE, help="at most this many (default: all)")
+    neighbour_options(p)
     max_text_length(p, "refuse a longer text from --file or stdin")
 
 
@@ -27,14 +28,29 @@ def _query_options(p: argparse.ArgumentParser) -> None:
 def cmd_query(args: argparse.Namespace) -> int:
     """Stored documents similar to a text, best first.
 
+    Only documents sharing a bucket are found, so matches far below the threshold never are. A
+    collection made with --neighbours also answers --top N (the N nearest, down to its
+    neighbour_floor) and --min-containment C [--within] (id, containment, jaccard), both exact.
+
     Example: neardup query --text "Storms cut power to 40,000 homes" --limit 5
     """
     from neardup.readers import read_text
 
+    asked = neighbour_arguments(args)
     text = args.text if args.text is not None else read_text(args.file or "-", args.max_text_length)
     with ExitStack() as stack:
         index = open_index(args, stack)
-        hits = index.query(text, min_jaccard=args.min_jaccard, limit=args.limit)
+        if "min_containment" in asked:
+            found = index.query(
+                text,
+                limit=args.limit,
+                min_containment=asked["min_containment"],
+                direction=asked["direction"],
+            )
+            rows = ((c.id, rounded(c.containment), rounded(c.jaccard)) for c in found)
+            emit(args.format, ["id", "containment", "jaccard"], rows)
+            return 0
+        hits = index.query(text, min_jaccard=args.min_jaccard, limit=args.limit, k=asked.get("k"))
         emit(args.format, ["id", "jaccard"], ((i, rounded(j)) for i, j in hits))
     return 0
 
@@ -119,6 +135,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
             ("clusters", s.clusters),
             ("bucket_rows", s.bucket_rows),
             ("bytes_on_disk", s.bytes_on_disk),
+            *(
+                [
+                    ("neighbour_rows", s.neighbour_rows),
+                    ("neighbour_bytes_per_document", s.neighbour_bytes // max(s.documents, 1)),
+                ]
+                if s.params.neighbours
+                else []
+            ),
             *(
                 (f"bytes.{table}.{part}", size)
                 for table, sizes in s.bytes_by_table.items()

@@ -100,6 +100,7 @@ FLOOR = option_type(_number, _in("floor", 0, 1, open_low=True), "floor")
 WEIGHT = option_type(_number, _in("weight", 0, float("inf")), "weight")
 POSITIVE = option_type(_integer, _at_least(1), "positive")
 NON_NEGATIVE = option_type(_integer, _at_least(0), "non_negative")
+MIN_CONTAINMENT = option_type(_number, _in("min_containment", 0, 1, open_low=True), "min_containment")
 PORT = option_type(_integer, _in("port", 0, 65535), "port")
 NUM_PERM = option_type(_integer, lambda n: _minhash(num_perm=n), "num_perm")
 SEED = option_type(_integer, lambda n: _minhash(seed=n), "seed")
@@ -190,6 +191,35 @@ def min_jaccard(
 ) -> None:
     """--min-jaccard, checked as every command checks it."""
     p.add_argument("--min-jaccard", type=MIN_JACCARD, help=help_text)
+
+
+def neighbour_options(p: argparse.ArgumentParser) -> None:
+    """--top N, --min-containment C and --within: the questions of a collection made with
+    --neighbours (``Index.query``'s k, min_containment and direction)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--top", type=POSITIVE, metavar="N", help="the N nearest stored documents (needs --neighbours)"
+    )
+    g.add_argument(
+        "--min-containment",
+        type=MIN_CONTAINMENT,
+        metavar="C",
+        help="stored documents that contain at least C of the text's shingles (needs --neighbours)",
+    )
+    p.add_argument(
+        "--within", action="store_true", help="with --min-containment: those the text contains at least C of"
+    )
+
+
+def neighbour_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """``Index.query``/``check`` keywords of the options ``neighbour_options`` added."""
+    if args.within and args.min_containment is None:
+        raise ParamsError("--within goes with --min-containment")
+    if args.top is None and args.min_containment is None:
+        return {}
+    if args.top is not None:
+        return {"k": args.top}
+    return {"min_containment": args.min_containment, "direction": "within" if args.within else "contains"}
 
 
 def plot(p: argparse.ArgumentParser, help_text: str) -> None:

@@ -24,6 +24,9 @@ from neardup.errors import ParamsError, ParamsMismatchError
 # the whitespace set, the coefficient draw, the densification probes or the band key. A stored
 # index records the version it was built with, and a different one is refused.
 HASH_VERSION = 1
+# The Jaccard floor of top-k answers: below it, a neighbour is no longer "near" (what a user of
+# the k nearest documents asks is rarely below a third of shared shingles).
+DEFAULT_NEIGHBOUR_FLOOR = 0.3
 # The content hash of collections stored before Params had the field (UTF-32; ``core.content``).
 LEGACY_CONTENT_HASH = 1
 
@@ -51,6 +54,11 @@ class Params:
     # collection's own, chosen when it is made and kept by rebuilds, so a text added again is still
     # found as a copy of what is stored. Not compared on open (any version finds the same copies).
     content_hash: int = CONTENT_HASH_VERSION
+    # Text fingerprints (``core.fingerprints``) kept for top-k and containment queries, and the
+    # Jaccard floor of a top-k answer. Off, the collection stores neither, and neither is written
+    # into its stored parameters (a collection that does not use them is stored as before).
+    neighbours: bool = False
+    neighbour_floor: float = DEFAULT_NEIGHBOUR_FLOOR
 
     def __post_init__(self) -> None:
         check_minhash(self.num_perm, self.seed, self.scheme)
@@ -63,6 +71,11 @@ class Params:
             version = getattr(self, name)
             if isinstance(version, bool) or not isinstance(version, int) or version < 1:
                 raise ParamsError(f"{name} must be a positive integer, got {version!r}")
+        if not isinstance(self.neighbours, bool):
+            raise ParamsError(f"neighbours must be true or false, got {self.neighbours!r}")
+        floor = self.neighbour_floor
+        if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0.0 < float(floor) <= 1.0:
+            raise ParamsError(f"neighbour_floor must be in (0, 1], got {floor!r}")
 
     @classmethod
     def for_threshold(
@@ -89,15 +102,24 @@ class Params:
         return evaluate_banding(threshold, self.bands, self.rows, self.num_perm)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready fields, for storage."""
-        return dataclasses.asdict(self)
+        """Plain JSON-ready fields, for storage (the neighbours' fields only where they are on)."""
+        data = dataclasses.asdict(self)
+        if not self.neighbours:
+            del data["neighbours"], data["neighbour_floor"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Params:
         """Params from ``to_dict`` output; unknown or missing fields are refused by name (a missing
-        ``content_hash`` is version 1, a missing ``recall_at_threshold`` None: stored before they
-        existed)."""
-        data = {"content_hash": LEGACY_CONTENT_HASH, "recall_at_threshold": None, **data}
+        ``content_hash`` is version 1, a missing ``recall_at_threshold`` None, a missing
+        ``neighbours`` off: stored before they existed)."""
+        data = {
+            "content_hash": LEGACY_CONTENT_HASH,
+            "recall_at_threshold": None,
+            "neighbours": False,
+            "neighbour_floor": DEFAULT_NEIGHBOUR_FLOOR,
+            **data,
+        }
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:

@@ -85,6 +85,17 @@ def exact_jaccard_unsorted(
     return out
 
 
+def exact_overlaps(query: npt.NDArray[np.generic], sets: Ragged) -> npt.NDArray[np.int64]:
+    """The size of the intersection of the sorted distinct set ``query`` with each set of
+    ``sets`` (each sorted and distinct): exact, from which containment and Jaccard follow."""
+    if len(sets) == 0:
+        return np.zeros(0, dtype=np.int64)
+    shared = np.isin(sets.values, query).astype(np.int64)
+    totals = np.zeros(sets.values.size + 1, dtype=np.int64)
+    np.cumsum(shared, out=totals[1:])
+    return totals[sets.offsets[1:]] - totals[sets.offsets[:-1]]
+
+
 def _on_pairs(
     kernel: Callable[..., npt.NDArray[np.float64]],
     first: Ragged,

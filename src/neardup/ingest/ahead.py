@@ -109,7 +109,7 @@ class WritingAhead:
         with ExitStack() as stack:  # its transaction stays open only if the COPY succeeded
             stack.enter_context(transaction(scope.conn))
             with timed("worker: ahead: the next batch's contents and signatures COPY"):
-                insert_contents(scope, plan, sketch)
+                insert_contents(scope, plan, sketch, self._ctx.config.params)
             return Ahead(batch, scope.conn, stack.pop_all(), plan)
 
     @stage("worker: ahead: plan the next batch's contents, take their ids")

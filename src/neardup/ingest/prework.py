@@ -122,7 +122,7 @@ def before_turn(ctx: BatchContext, batch: Batch, sketch: Sketch, *, deferring: b
     if not plan.new_ids.size:
         return Prework(row.writes, members, verdicts)
     plan = plan.rebased(catalog.reserve(second, plan.new_ids.size))
-    store.copy_contents(ctx.scope, plan, sketch)
+    store.copy_contents(ctx.scope, plan, sketch, ctx.config.params)
     # Its bucket rows too, where the partition's index stands and nobody is building or
     # dropping it (an ingest into an empty collection defers it): see buckets.hold_indexed.
     with_rows = bool(plan.bearing_ids.size) and buckets.hold_indexed(ctx.scope)

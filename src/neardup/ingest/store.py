@@ -11,6 +11,7 @@ from neardup.core.candidates import bucket_groups, candidate_parts
 from neardup.core.cluster_ids import ALONE, NEW, SHOWN, ClusterChanges, decide_clusters
 from neardup.core.components import component_labels
 from neardup.core.distinct import distinct
+from neardup.core.fingerprints import fingerprints_of
 from neardup.core.lsh import bucket_rows
 from neardup.core.minhash import empty_rows
 from neardup.core.params import Params
@@ -21,7 +22,7 @@ from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import Batch, BatchPlan
 from neardup.ingest.stages import stage
 from neardup.ingest.verification import Verified
-from neardup.storage import buckets, catalog, contents, statistics, verified_pairs
+from neardup.storage import buckets, catalog, contents, fingerprints, statistics, verified_pairs
 from neardup.storage import documents as document_rows
 from neardup.storage.scope import Scope
 
@@ -44,8 +45,9 @@ def lock(ctx: BatchContext) -> catalog.CollectionRow:
     return row
 
 
-def insert_contents(scope: Scope, plan: BatchPlan, sketch: Sketch) -> None:
-    """Store the plan's new contents and their signatures (binary COPY in ``contents.insert``)."""
+def insert_contents(scope: Scope, plan: BatchPlan, sketch: Sketch, params: Params) -> None:
+    """Store the plan's new contents and their signatures (binary COPY in ``contents.insert``), and
+    their fingerprints where the collection keeps its neighbours."""
     contents.insert(
         scope,
         plan.new_ids,
@@ -53,6 +55,9 @@ def insert_contents(scope: Scope, plan: BatchPlan, sketch: Sketch) -> None:
         sketch.shingle_counts[plan.new_positions],
         sketch.signatures[plan.new_positions],
     )
+    if params.neighbours:
+        at, fp = fingerprints_of(sketch.shingles, plan.new_positions, params.k)
+        fingerprints.insert(scope, plan.new_ids[at], fp)
 
 
 copy_contents = stage("contents and signatures: binary COPY")(insert_contents)
@@ -112,6 +117,8 @@ def withdraw(ctx: BatchContext, content_ids: list[int], written: BatchPlan, with
         going = np.isin(written.bearing_ids, np.asarray(content_ids, dtype=np.int64))
         if going.any():
             buckets.delete(ctx.scope, *bucket_rows(written.bearing_ids[going], written.keys[going]))
+    if ctx.config.params.neighbours:
+        fingerprints.delete(ctx.scope, content_ids)
     contents.delete(ctx.scope, content_ids)
 
 
@@ -199,6 +206,8 @@ def drop_orphans(ctx: BatchContext, content_ids: Sequence[int]) -> list[int]:
         return []
     ids, sigs = contents.signatures(scope, orphan_ids, ctx.config.params.num_perm)
     buckets.delete(scope, *bucket_rows(ids, ctx.sketcher.band_keys(sigs)))
+    if ctx.config.params.neighbours:
+        fingerprints.delete(scope, orphan_ids)
     contents.delete(scope, orphan_ids)
     members, old = contents.cluster_members(scope, sorted(set(clusters_hit)))
     if members.size:
@@ -222,6 +231,8 @@ def reband(ctx: BatchContext) -> None:
     buckets.drop_index(scope)
     if ids.size:
         buckets.insert(scope, *bucket_rows(ids, ctx.sketcher.band_keys(sigs)))
+    if ctx.config.params.neighbours:
+        _refingerprint(ctx, ids)
     groups = bucket_groups(*buckets.shared_buckets(scope))
     buckets.create_index(scope)
     # In parts, so that memory follows none of a hot bucket's pairs: each part's pairs are stored
@@ -255,3 +266,18 @@ def restore_clusters(ctx: BatchContext, counter_before: int) -> None:
     # Documents of one content are in one component, so they agree on its id.
     first = np.unique(content_ids, return_index=True)[1]
     contents.set_labels(ctx.scope, content_ids[first].tolist(), changes.labels[first].tolist())
+
+
+# Contents whose texts a re-band reads and fingerprints at a time.
+_REFINGERPRINT_BATCH = 10_000
+
+
+@stage("fingerprints from the stored texts")
+def _refingerprint(ctx: BatchContext, ids: np.ndarray) -> None:
+    """Fingerprint every stored content ``ids`` again from its text (a re-band truncated them)."""
+    for start in range(0, ids.size, _REFINGERPRINT_BATCH):
+        chunk = ids[start : start + _REFINGERPRINT_BATCH].tolist()
+        texts = document_rows.texts(ctx.scope, chunk)
+        shingled = ctx.sketcher.shingles([texts[i] for i in chunk], unique=False)
+        at, fp = fingerprints_of((shingled,), np.arange(len(chunk), dtype=np.int64), ctx.config.params.k)
+        fingerprints.insert(ctx.scope, np.asarray(chunk, dtype=np.int64)[at], fp)

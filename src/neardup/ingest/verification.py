@@ -26,6 +26,7 @@ from neardup.core.verify import (
     agreement_with,
     exact_jaccard,
     exact_jaccard_unsorted,
+    exact_overlaps,
     prefilter_floor,
     signature_agreement,
 )
@@ -199,6 +200,42 @@ def verify_query(
             sketcher, texts, None, np.empty(0, np.int64), np.zeros(chosen.size, np.int64), pairs
         )
     return sim
+
+
+# -- a neighbours query's candidates: one text's shingle set against stored texts ----------------
+
+
+class Overlaps(NamedTuple):
+    """Exact overlaps of a text's shingle set with each of some stored texts'."""
+
+    shared: Ids
+    """Shingles in both, one per stored text."""
+    size: int
+    """The text's distinct shingles."""
+    sizes: Ids
+    """Each stored text's distinct shingles."""
+
+    def jaccard(self) -> Similarities:
+        """Exact Jaccard of the text with each stored text (0 where both are empty)."""
+        union = self.size + self.sizes - self.shared
+        return np.divide(self.shared, union, out=np.zeros(self.shared.size), where=union > 0)  # type: ignore[no-any-return]
+
+    def contained(self) -> Similarities:
+        """The share of the text's shingles each stored text contains."""
+        return self.shared / self.size if self.size else np.zeros(self.shared.size)
+
+    def within(self) -> Similarities:
+        """The share of each stored text's shingles the text contains."""
+        return np.divide(self.shared, self.sizes, out=np.zeros(self.shared.size), where=self.sizes > 0)
+
+
+def verify_overlaps(sketcher: Sketcher, text: str, stored: Sequence[str]) -> Overlaps:
+    """The exact overlap of ``text``'s shingle set with each of ``stored``'s: one shingling call
+    for all, then the intersections (every answer of a top-k or containment query is this)."""
+    sets = sketcher.shingles([text, *stored], unique=True)
+    lengths = sets.lengths()
+    rest = Ragged(sets.values[sets.offsets[1] :], sets.offsets[1:] - sets.offsets[1])
+    return Overlaps(exact_overlaps(sets[0], rest), int(lengths[0]), lengths[1:])
 
 
 # -- a check's candidates: a sketched batch against the stored contents sharing a bucket --------

@@ -39,7 +39,7 @@ from neardup.ingest.reading import Upcoming
 from neardup.ingest.result import AddResult
 from neardup.ingest.stages import NO_CLOCK, StageClock, stage, submit, timed, timing
 from neardup.records import Record, documents
-from neardup.storage import buckets, catalog
+from neardup.storage import buckets, catalog, fingerprints
 from neardup.storage import documents as document_rows
 from neardup.storage.connect import Connection, transaction, translated
 from neardup.storage.scope import Scope
@@ -203,6 +203,8 @@ class Writer:
                 ctx = self._context()
                 ctx.feed.begin_rebuild(ctx.scope, row)
                 catalog.set_params(ctx.scope, config.params.to_dict(), config.threshold)
+                if config.params.neighbours:
+                    fingerprints.prepare(ctx.scope)
                 if rebands:
                     store.reband(ctx)
                 else:
@@ -304,7 +306,7 @@ class Writer:
         ctx.feed.begin(ctx.scope, row, [batch.ids[i] for i in plan.doc_positions.tolist()])
         old_contents = store.delete_replaced(ctx.scope, plan)
         if plan.new_ids.size and written is None:
-            store.copy_contents(ctx.scope, plan, sketch)
+            store.copy_contents(ctx.scope, plan, sketch, ctx.config.params)
         # With the bucket rows held in memory, the documents go in on a worker (this connection is
         # its own until it is done) while this thread finds and verifies the batch's candidates,
         # reading on the second connection: the server writes the documents meanwhile.

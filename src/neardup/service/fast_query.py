@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import TYPE_CHECKING
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -25,6 +26,9 @@ from neardup.service.bodies import read_body, repeated_key, replay
 from neardup.service.context import Context
 from neardup.service.problems import ProblemError
 
+if TYPE_CHECKING:
+    from neardup.index import Index
+
 # The route's path; a collection name never holds a slash (storage.names).
 _PATH = re.compile(r"/v1/collections/([^/]+)/query")
 _JSON_HEADERS = [(b"content-type", b"application/json")]
@@ -33,6 +37,23 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 def matches_body(hits: list[tuple[str, float]]) -> bytes:
     """The query's answer as the route sends it: ``{"matches": [{"id", "jaccard"}, ...]}``."""
     matches = [{"id": i, "jaccard": j} for i, j in hits]
+    return json.dumps({"matches": matches}, ensure_ascii=False).encode("utf-8")
+
+
+def answer(index: Index, text: str, query: models.Query) -> bytes:
+    """The body of ``query``'s answer from ``index``: similar, top-k or containment matches."""
+    if query.min_containment is None:
+        return matches_body(index.query(text, query.min_jaccard, query.limit, k=query.top_k))
+    # Every option passed on: the index refuses those that do not go together, as it says.
+    found = index.query(  # type: ignore[call-overload]
+        text,
+        query.min_jaccard,
+        query.limit,
+        k=query.top_k,
+        min_containment=query.min_containment,
+        direction=query.direction,
+    )
+    matches = [{"id": c.id, "containment": c.containment, "jaccard": c.jaccard} for c in found]
     return json.dumps({"matches": matches}, ensure_ascii=False).encode("utf-8")
 
 
@@ -86,6 +107,6 @@ class FastQuery:
             query = models.Query.model_validate_json(body)
             text = text_ok(query.text, "'text'")
             with ctx.indexes.index(name, wait=False) as index:
-                return matches_body(index.query(text, query.min_jaccard, query.limit))
+                return answer(index, text, query)
         except Exception:  # a bad body, a busy index, any error: the route answers as it would
             return None

@@ -16,8 +16,8 @@ ACCESS_LOGGER = "uvicorn.access"
 REDACTED = "[redacted]"
 # Query parameters of the API and the review pages; values are kept only for the numeric ones
 # (cursors and ids may be private, and any other name may be a secret itself).
-_NUMERIC = frozenset({"limit", "min_jaccard", "size", "saved"})
-_NAMED = _NUMERIC | frozenset({"after", "a", "b", "id", "next"})
+_NUMERIC = frozenset({"limit", "min_jaccard", "size", "saved", "top_k", "min_containment"})
+_NAMED = _NUMERIC | frozenset({"after", "a", "b", "id", "next", "direction"})
 _NUMBER = re.compile(r"[0-9][0-9.eE+-]{0,24}|true|false")
 
 

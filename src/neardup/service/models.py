@@ -119,13 +119,23 @@ class Query(Strict):
     text: str = Field(max_length=10_000_000)
     min_jaccard: float | None = Field(None, ge=0.0, le=1.0)
     limit: int | None = Field(None, ge=1, le=100_000, description="at most this many matches (unset: all)")
+    top_k: int | None = Field(
+        None, ge=1, le=100_000, description="the k nearest stored documents (a collection with neighbours)"
+    )
+    min_containment: float | None = Field(
+        None, gt=0.0, le=1.0, description="stored documents containing at least this share of the text"
+    )
+    direction: Literal["contains", "within"] = Field(
+        "contains", description="within: stored documents the text contains at least min_containment of"
+    )
 
 
 class Match(BaseModel):
-    """A stored document similar to the text asked about."""
+    """A stored document similar to the text asked about (with its containment, when asked)."""
 
     id: str
     jaccard: float
+    containment: float | None = None
 
 
 class Matches(BaseModel):

@@ -6,7 +6,7 @@ import base64
 import binascii
 import json
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi import Query as QueryParam
@@ -20,10 +20,14 @@ from neardup.records import Document, documents
 from neardup.service import models
 from neardup.service.auth import Principal, context, require
 from neardup.service.bodies import StrictJSONRoute, repeated_key
-from neardup.service.fast_query import matches_body, text_ok
+from neardup.service.fast_query import answer, text_ok
 from neardup.service.pools import BusyError
 from neardup.service.problems import MEDIA_TYPE, UNAVAILABLE, ProblemError
 from neardup.strict_json import DuplicateKeyError, loads
+
+if TYPE_CHECKING:
+    from neardup.neighbours import Contained
+    from neardup.search import CheckResult
 
 router = APIRouter(route_class=StrictJSONRoute)
 NDJSON = "application/x-ndjson"
@@ -206,6 +210,11 @@ def get_collection(request: Request, name: str, who: Read) -> dict[str, Any]:
             "clusters": s.clusters,
             "bucket_rows": s.bucket_rows,
             "bytes_on_disk": s.bytes_on_disk,
+            **(
+                {"neighbour_rows": s.neighbour_rows, "neighbour_bytes": s.neighbour_bytes}
+                if s.params.neighbours
+                else {}
+            ),
             "expected_fp_rate": s.expected_fp_rate,
             "expected_fn_rate": s.expected_fn_rate,
             "candidate_probability_at_threshold": s.candidate_probability_at_threshold,
@@ -309,8 +318,7 @@ async def query(request: Request, name: str, who: Read) -> Response:
 
     def run(wait: bool) -> Response:
         with pool.index(name, wait=wait) as index:
-            hits = index.query(text, body.min_jaccard, body.limit)
-        return Response(matches_body(hits), media_type="application/json")
+            return Response(answer(index, text, body), media_type="application/json")
 
     # Ordinary queries are answered before they get here (fast_query.py); those that come here
     # answer the same way. A query is short: with an open index free at once it runs on the event
@@ -334,15 +342,30 @@ async def check(
     who: Read,
     min_jaccard: MinJaccard = None,
     limit: Annotated[int | None, QueryParam(ge=1, le=100_000)] = None,
+    top_k: Annotated[int | None, QueryParam(ge=1, le=100_000)] = None,
+    min_containment: Annotated[float | None, QueryParam(gt=0.0, le=1.0)] = None,
+    direction: Literal["contains", "within"] = "contains",
 ) -> dict[str, Any]:
-    """Each document's stored near-duplicates, in input order; nothing is stored."""
+    """Each document's stored near-duplicates, in input order; nothing is stored. With top_k or
+    min_containment (a collection with neighbours), the query's answers to them instead."""
     body = await request.body()
     ctx = context(request)
 
     def run() -> dict[str, Any]:
         records = _records(body, request.headers.get("content-type", ""))
         with ctx.indexes.index(name) as index:
-            found = list(index.check(records, min_jaccard=min_jaccard, limit=limit))
+            found = list(
+                index.check(
+                    records,
+                    min_jaccard=min_jaccard,
+                    limit=limit,
+                    k=top_k,
+                    min_containment=min_containment,
+                    direction=direction,
+                )
+            )
+        if min_containment is not None:
+            return {"results": [{"id": r.id, "matches": [c._asdict() for c in _contained(r)]} for r in found]}
         return {
             "results": [
                 {"id": r.id, "matches": [{"id": m, "jaccard": j} for m, j in r.matches]} for r in found
@@ -350,6 +373,11 @@ async def check(
         }
 
     return await run_in_threadpool(run)
+
+
+def _contained(result: CheckResult) -> list[Contained]:
+    """A check result's containment answers (asked with min_containment)."""
+    return cast("list[Contained]", result.matches)
 
 
 # -- listings -------------------------------------------------------------------------------------

@@ -88,11 +88,12 @@ def _columns(
 
 
 def shared_buckets(scope: Scope) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(band, bucket, content) of every row whose bucket holds two or more contents."""
+    """(band, bucket, content) of every row whose bucket holds two or more contents (the bands',
+    not a neighbours' fingerprints, ``storage.fingerprints``)."""
     return _columns(
         scope,
         "SELECT b.band, b.bucket, b.content_id FROM {buckets_p} b JOIN ("
-        "SELECT band, bucket FROM {buckets_p} WHERE collection_id = %(c)s "
+        "SELECT band, bucket FROM {buckets_p} WHERE collection_id = %(c)s AND band >= 0 "
         "GROUP BY band, bucket HAVING count(*) > 1) h ON h.band = b.band AND h.bucket = b.bucket",
     )
 

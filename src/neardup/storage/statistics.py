@@ -59,7 +59,7 @@ def largest_buckets(scope: Scope, limit: int) -> list[tuple[int, int, int]]:
     """The ``limit`` fullest buckets: (band, bucket, contents)."""
     rows = scope.conn.execute(
         scope.sql(
-            "SELECT band, bucket, count(*) AS n FROM {buckets_p} WHERE collection_id = %s "
+            "SELECT band, bucket, count(*) AS n FROM {buckets_p} WHERE collection_id = %s AND band >= 0 "
             "GROUP BY band, bucket ORDER BY n DESC, band, bucket LIMIT %s"
         ),
         (scope.collection_id, limit),
@@ -68,8 +68,8 @@ def largest_buckets(scope: Scope, limit: int) -> list[tuple[int, int, int]]:
 
 
 def bucket_rows(scope: Scope) -> int:
-    """Number of bucket rows of the collection."""
-    row = scope.conn.execute(scope.sql("SELECT count(*) FROM {buckets_p}")).fetchone()
+    """Number of bucket rows of the collection's bands (not its fingerprints)."""
+    row = scope.conn.execute(scope.sql("SELECT count(*) FROM {buckets_p} WHERE band >= 0")).fetchone()
     return int(row[0]) if row else 0
 
 

@@ -1,0 +1,212 @@
+"""Top-k and containment queries of a collection with neighbours, against brute force."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from neardup.core.fingerprints import fingerprints, probes
+from neardup.core.sketch import Sketcher
+from neardup.errors import ParamsError
+from tests._corpus import planted_corpus
+
+
+def _sets(index: Any, texts: list[str]) -> list[set[int]]:
+    shingled = Sketcher(index.params).shingles(texts, unique=True)
+    return [set(s.tolist()) for s in shingled]
+
+
+def _truth(index: Any, docs: list[tuple[str, str]], text: str) -> dict[str, tuple[int, int, int]]:
+    """(shared, |text|, |doc|) of ``text`` with each stored document: the brute-force oracle."""
+    mine, *theirs = _sets(index, [text, *(t for _, t in docs)])
+    return {d: (len(mine & s), len(mine), len(s)) for (d, _), s in zip(docs, theirs, strict=True)}
+
+
+def _jaccard(shared: int, a: int, b: int) -> float:
+    return shared / (a + b - shared) if a + b - shared else 0.0
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[tuple[str, str]]:
+    docs = planted_corpus(12, 3, seed=7)
+    rng = random.Random(3)
+    # Excerpts and extended versions of some sources, stored too.
+    sources = [t for d, t in docs if "." not in d][:4]
+    for n, text in enumerate(sources):
+        words = text.split()
+        cut = len(words) // 3
+        docs.append((f"part{n}", " ".join(words[cut : 2 * cut])))
+        docs.append((f"more{n}", text + " " + " ".join(rng.choice(words) for _ in range(40))))
+    return docs
+
+
+@pytest.fixture
+def filled(make_index: Any, corpus: list[tuple[str, str]]) -> Any:
+    index = make_index(neighbours=True)
+    index.add(corpus)
+    return index
+
+
+def _sharing(index: Any, docs: list[tuple[str, str]], text: str) -> set[str]:
+    """The stored documents with a fingerprint among ``text``'s probes: what the query can see."""
+    sketcher = Sketcher(index.params)
+    mine = set(probes(sketcher.shingles([text], unique=False), index.params.k).tolist())
+    rows, fp = fingerprints(sketcher.shingles([t for _, t in docs], unique=False), index.params.k)
+    return {d for n, (d, _) in enumerate(docs) if mine & set(fp[rows == n].tolist())}
+
+
+def test_top_k_is_the_brute_force_top_k_of_what_shares_a_fingerprint(
+    filled: Any, corpus: list[tuple[str, str]]
+) -> None:
+    floor = filled.params.neighbour_floor
+    for doc_id, text in corpus[:20]:
+        truth = {d: _jaccard(*v) for d, v in _truth(filled, corpus, text).items()}
+        seen = _sharing(filled, corpus, text)
+        found = filled.query(text, k=5)
+        assert found == sorted(found, key=lambda r: (-r[1], r[0]))
+        assert all(j >= floor and j == pytest.approx(truth[d], abs=1e-12) for d, j in found)
+        best = sorted(((-j, d) for d, j in truth.items() if j >= floor and d in seen))[:5]
+        assert [d for _, d in best] == [d for d, _ in found], doc_id
+        assert [-j for j, _ in best] == pytest.approx([j for _, j in found], abs=1e-12), doc_id
+        assert found[0] == (doc_id, 1.0) or found[0][1] == 1.0  # the text itself is stored
+
+
+def test_containment_both_ways_is_brute_force_of_what_shares_a_fingerprint(
+    filled: Any, corpus: list[tuple[str, str]]
+) -> None:
+    for n in range(4):
+        whole = dict(corpus)[f"more{n}"]
+        part = dict(corpus)[f"part{n}"]
+        for text, way in ((part, "contains"), ("some new words here " + part, "contains"), (whole, "within")):
+            truth = _truth(filled, corpus, text)
+            share = {d: (s / a if way == "contains" else s / b) for d, (s, a, b) in truth.items()}
+            expected = {d for d, c in share.items() if c >= 0.5}
+            found = filled.query(text, min_containment=0.5, direction=way)
+            assert {c.id for c in found} == expected & _sharing(filled, corpus, text)
+            # Those that hold the text's run of words whole are always found.
+            assert ({f"part{n}"} if way == "within" else {f"part{n}", f"more{n}"}) <= {c.id for c in found}
+            for c in found:
+                assert c.containment == pytest.approx(share[c.id], abs=1e-12)
+                assert c.jaccard == pytest.approx(_jaccard(*truth[c.id]), abs=1e-12)
+            assert found == sorted(found, key=lambda c: (-c.containment, -c.jaccard, c.id))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_every_excerpt_of_a_stored_text_finds_it(
+    filled: Any, corpus: list[tuple[str, str]], data: st.DataObject
+) -> None:
+    doc_id, text = data.draw(st.sampled_from(corpus))
+    size = data.draw(st.integers(min(len(text), 60), len(text)))
+    start = data.draw(st.integers(0, len(text) - size))
+    excerpt = text[start : start + size]
+    found = {c.id: c.containment for c in filled.query(excerpt, min_containment=0.9)}
+    assert found.get(doc_id) == pytest.approx(1.0)
+    assert all(c >= 0.9 for c in found.values())
+
+
+def test_bad_options_are_refused_clearly(filled: Any, make_index: Any) -> None:
+    for bad in (0, 1.5, -0.1, True, "0.5"):
+        with pytest.raises(ParamsError, match="min_containment must be in"):
+            filled.query("text", min_containment=bad)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ParamsError, match="top_k must be a positive integer"):
+            filled.query("text", k=bad)
+    with pytest.raises(ParamsError, match="direction must be one of"):
+        filled.query("text", min_containment=0.5, direction="inside")
+    with pytest.raises(ParamsError, match="not both"):
+        filled.query("text", k=3, min_containment=0.5)
+    plain = make_index()
+    plain.add([("a", "a text of some length to look for")])
+    for asked in ({"k": 3}, {"min_containment": 0.5}):
+        with pytest.raises(ParamsError, match="rebuild --neighbours"):
+            plain.query("a text of some length", **asked)
+    with pytest.raises(ParamsError, match="rebuild --neighbours"):
+        list(plain.check([("q", "a text")], k=2))
+    with pytest.raises(ParamsError, match="neighbours need the texts"):
+        make_index(neighbours=True, store_text=False)
+
+
+def test_a_collection_without_neighbours_pays_nothing(make_index: Any, corpus: list[tuple[str, str]]) -> None:
+    plain = make_index()
+    plain.add(corpus)
+    stats = plain.stats()
+    assert stats.neighbour_rows == 0
+    assert stats.neighbour_bytes == 0
+    assert "neighbours" not in plain.params.to_dict()
+    with_them = make_index(neighbours=True)
+    with_them.add(corpus)
+    theirs = with_them.stats()
+    # The bands are the same; the fingerprints are counted apart from them.
+    assert theirs.bucket_rows == stats.bucket_rows
+    assert theirs.pairs == stats.pairs
+    assert theirs.neighbour_rows > 0
+    assert theirs.neighbour_bytes > 0
+    assert sorted(with_them.pairs()) == sorted(plain.pairs())
+
+
+def test_removal_and_rebuild_keep_the_fingerprints_right(filled: Any, corpus: list[tuple[str, str]]) -> None:
+    part = dict(corpus)["part0"]
+    before = filled.stats().neighbour_rows
+    assert "more0" in {c.id for c in filled.query(part, min_containment=0.9)}
+    filled.remove(["more0"])
+    assert filled.stats().neighbour_rows < before
+    assert "more0" not in {c.id for c in filled.query(part, min_containment=0.9)}
+    kept = filled.stats().neighbour_rows
+    filled.rebuild(0.7)  # re-bands from signatures; the fingerprints come again from the texts
+    assert filled.stats().neighbour_rows == kept
+    assert [c.id for c in filled.query(part, min_containment=0.9)][:1] != []
+    filled.rebuild(neighbours=False)
+    assert filled.stats().neighbour_rows == 0
+    with pytest.raises(ParamsError, match="rebuild --neighbours"):
+        filled.query(part, k=2)
+    filled.rebuild(neighbours=True, neighbour_floor=0.5)
+    assert filled.stats().neighbour_rows == kept
+    assert all(j >= 0.5 for _, j in filled.query(part, k=50))
+
+
+def test_check_takes_the_same_options(filled: Any, corpus: list[tuple[str, str]]) -> None:
+    records = [(f"q{n}", text) for n, (_, text) in enumerate(corpus[:5])]
+    checked = list(filled.check(records, k=3))
+    assert [r.id for r in checked] == [r[0] for r in records]
+    assert [r.matches for r in checked] == [filled.query(t, k=3) for _, t in records]
+    contained = list(filled.check(records, min_containment=0.7, direction="within"))
+    assert [r.matches for r in contained] == [
+        filled.query(t, min_containment=0.7, direction="within") for _, t in records
+    ]
+
+
+def test_the_command_line_asks_both_questions(cli: Any, corpus: list[tuple[str, str]], tmp_path: Any) -> None:
+    assert cli("init", "--neighbours")[0] == 0
+    source = tmp_path / "docs.jsonl"
+    import json
+
+    source.write_text("".join(json.dumps({"id": d, "text": t}) + "\n" for d, t in corpus))
+    assert cli("add", str(source))[0] == 0
+    text = dict(corpus)["part1"]
+    status, out, _ = cli("query", "--text", text, "--top", "2", "--format", "tsv")
+    assert status == 0
+    assert out.splitlines()[0].split("\t") == ["id", "jaccard"]
+    assert len(out.splitlines()) == 3
+    status, out, _ = cli("query", "--text", text, "--min-containment", "0.9", "--format", "tsv")
+    assert status == 0
+    assert out.splitlines()[0].split("\t") == ["id", "containment", "jaccard"]
+    assert "more1" in out
+    assert "part1" in out
+    status, out, _ = cli("query", "--text", dict(corpus)["more1"], "--min-containment", "0.9", "--within")
+    assert status == 0
+    assert "part1" in out
+    status, _, err = cli("query", "--text", text, "--min-containment", "1.5")
+    assert status != 0
+    assert "min_containment" in err
+    status, _, err = cli("query", "--text", text, "--top", "0")
+    assert status != 0
+    status, out, _ = cli("check", str(source), "--min-containment", "0.95", "--format", "tsv")
+    assert status == 0
+    assert out.splitlines()[0].split("\t") == ["id", "match", "containment", "jaccard"]
+    status, out, _ = cli("stats", "--format", "tsv")
+    assert "neighbour_bytes_per_document" in out
