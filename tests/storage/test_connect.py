@@ -7,7 +7,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from neardup.errors import DatabaseConnectionError
-from neardup.storage.connect import libpq_url, redacted, sqlalchemy_url
+from neardup.storage.connect import connect, libpq_url, redacted, sqlalchemy_url
 
 # Characters that URLs quote, split on or mistake for separators, and some that need no quoting.
 fragments = st.text(st.sampled_from(list("aZ09 _-.~+@:/?#%&=[]!$'()*,;\u00e9\u4e2d")), max_size=8)
@@ -77,3 +77,12 @@ def test_the_password_is_hidden_and_kept_where_asked() -> None:
     url = "postgresql+psycopg://me:s%40cret@db.example:6432/neardup?sslmode=require"
     assert redacted(url) == "postgresql+psycopg://me:***@db.example:6432/neardup?sslmode=require"
     assert libpq_url(url) == "postgresql://me:s%40cret@db.example:6432/neardup?sslmode=require"
+
+
+def test_connections_plan_without_jit(database_url: str) -> None:
+    """JIT compilation of pair_list's overestimated plans cost far more than running them."""
+    conn = connect(database_url)
+    try:
+        assert conn.execute("SHOW jit").fetchone() == ("off",)
+    finally:
+        conn.close()

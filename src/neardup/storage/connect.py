@@ -133,6 +133,12 @@ def connect(url: str) -> Connection:
     with translated(f"connecting to {redacted(url)}"):
         conn = psycopg.connect(libpq_url(url), autocommit=True)
     register_array_loaders(conn)
+    with translated(f"configuring the connection to {redacted(url)}"):
+        # No JIT compilation: neardup's statements are index probes and joins whose planner
+        # estimates run far too high (pair_list's identical-copies half is estimated at many times
+        # its rows), which puts plain listings and counts above jit_above_cost, and compiling such
+        # a plan costs many times what running it does.
+        conn.execute("SET jit = off")
     if conn.info.server_version >= 140000:
         with translated(f"configuring the connection to {redacted(url)}"):
             # A killed client's backend otherwise runs its statement to the end before it notices,

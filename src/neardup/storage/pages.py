@@ -7,13 +7,11 @@ Each function reads on the caller's connection with the scope's collection; none
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from neardup.storage import changes
-from neardup.storage.connect import transaction, translated
+from neardup.storage.connect import translated
 from neardup.storage.names import KEY_TABLE, PARTITIONED_TABLES
 from neardup.storage.scope import Scope
 
@@ -211,17 +209,6 @@ PAIR_ORDERS = {"queue": "abs(p.similarity - %(t)s)", "similarity": "p.similarity
 LABEL_FILTERS = ("all", "unlabelled", "labelled", "duplicate", "not_duplicate")
 
 
-@contextmanager
-def _planned_without_jit(scope: Scope, doing: str) -> Iterator[None]:
-    """A read transaction that PostgreSQL plans without JIT compilation. pair_list's planner
-    estimates are far too high (its identical-copies half is a self-join of documents estimated
-    at many times their number of rows), which puts a plain listing above ``jit_above_cost``;
-    compiling the plan then costs many times what running it does."""
-    with translated(doing), transaction(scope.conn):
-        scope.conn.execute("SET LOCAL jit = off")
-        yield
-
-
 @dataclass(frozen=True)
 class PairRow:
     """A pair of documents in a listing: ids (smaller first), similarity, method, its label (None
@@ -286,7 +273,7 @@ def pair_rows(scope: Scope, threshold: float, query: PairQuery, limit: int) -> l
         sql += f"AND ({key}, p.id_a, p.id_b) {compare} (%(k)s, %(a)s, %(b)s) "
         params.update(k=query.after[0], a=query.after[1], b=query.after[2])
     sql += f"ORDER BY k {direction}, p.id_a {direction}, p.id_b {direction} LIMIT %(n)s"
-    with _planned_without_jit(scope, "reading a page of pairs"):
+    with translated("reading a page of pairs"):
         rows = scope.conn.execute(scope.sql(sql), params).fetchall()
     return [PairRow(a, b, float(s), m, lab, float(k)) for a, b, s, m, lab, k in rows]
 
@@ -305,7 +292,7 @@ def queue_counts(scope: Scope, threshold: float, key: tuple[float, str, str] | N
         "LEFT JOIN {s}.labels l ON l.collection_id = p.collection_id AND l.id_a = p.id_a "
         "AND l.id_b = p.id_b WHERE p.collection_id = %(c)s " + _label_clause("unlabelled")
     )
-    with _planned_without_jit(scope, "counting the review queue"):
+    with translated("counting the review queue"):
         row = scope.conn.execute(scope.sql(query), params).fetchone()
     return (int(row[0]), int(row[1])) if row else (0, 0)
 
@@ -320,7 +307,7 @@ def review_counts(scope: Scope) -> dict[str, int]:
         "ON l.collection_id = p.collection_id AND l.id_a = p.id_a AND l.id_b = p.id_b "
         "WHERE p.collection_id = %(c)s"
     )
-    with _planned_without_jit(scope, "counting a collection for review"):
+    with translated("counting a collection for review"):
         row = scope.conn.execute(scope.sql(query), {"c": scope.collection_id}).fetchone()
     documents, clusters, pairs, labelled = (int(v) for v in row) if row else (0, 0, 0, 0)
     return {
