@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from neardup.core.distinct import distinct
 from neardup.core.ragged import Ragged
 
 # Grams a window: a power of two (the window minimum doubles its span log2(WINDOW) times).
@@ -140,7 +141,7 @@ def probes(shingles: Ragged, step: int, window: int = WINDOW) -> npt.NDArray[np.
     gram_sets = grams(shingles, step)
     _, fp = winnow(gram_sets, window)
     low = gram_sets.values[gram_sets.values < _PROBE_BELOW].view(np.int64)
-    return np.unique(np.concatenate([fp, low]))
+    return distinct(np.concatenate([fp, low]))
 
 
 __all__ = ["PROBE_SHARE", "WINDOW", "fingerprints", "fingerprints_of", "grams", "probes", "winnow"]
