@@ -27,3 +27,35 @@ def test_an_index_is_reused_and_unknown_names_leave_no_slot(database_url: str, s
         finally:
             pool.close()
             db.drop("pooled")
+
+
+def test_idle_indexes_are_capped_across_collections_least_recently_used_first(
+    database_url: str, schema: str
+) -> None:
+    names = [f"capped-{i}" for i in range(4)]
+    with Database(database_url, schema) as db:
+        for name in names:
+            db.drop(name)
+            db.create(name, 0.5).close()
+        pool = IndexPool(db, size=2, max_idle=2)
+        try:
+            used = {}
+            for name in names:
+                with pool.index(name) as index:
+                    used[name] = index
+            # Four collections served, two indexes (two connections) kept: the two used last.
+            assert pool.idle() == 2
+            assert sorted(pool._idle) == sorted(names)
+            assert [n for n in names if pool._idle[n]] == names[2:]
+            assert used["capped-0"]._conn.closed
+            assert not used["capped-3"]._conn.closed
+            with pool.index("capped-3") as again:
+                assert again is used["capped-3"]
+                assert pool.idle() == 1
+            with pool.index("capped-0") as reopened:
+                assert reopened is not used["capped-0"]
+            assert pool.idle() == 2
+        finally:
+            pool.close()
+            for name in names:
+                db.drop(name)
