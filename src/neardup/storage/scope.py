@@ -60,15 +60,15 @@ class Scope:
 
     def sql_bytes(self, template: str) -> bytes:
         """``sql(template)`` rendered once to the bytes psycopg sends: for a statement run once a
-        query, whose rendering psycopg would otherwise repeat at every execute (~15 us of a 1M
-        collection's ~230 us lookup, timed by hand)."""
+        query, whose rendering psycopg would otherwise repeat at every execute, a visible share of
+        a short lookup."""
         return _rendered(template, self.schema, int(self.collection_id))
 
     def binary_cursor(self) -> psycopg.Cursor[Any]:
         """One binary cursor kept for this scope's statements that run often (a query's lookup). A
         new cursor finds its parameters' dumpers and its columns' loaders again on its first
-        execute (about 0.1 ms of a query in a hand timing on this project's 2-core machine). Like
-        the connection, for one thread at a time."""
+        execute, a visible share of a short query. Like the connection, for one thread at a
+        time."""
         if not self._cursor or self._cursor[0].closed:
             self._cursor[:] = [self.conn.cursor(binary=True)]
         return self._cursor[0]

@@ -93,9 +93,8 @@ def refresh_planner_statistics(scope: Scope) -> None:
     """ANALYZE the collection's partitions (the columns neardup's statements filter and join on),
     inside the caller's transaction, whose own uncommitted rows are sampled too. After a batch that
     more than doubles a collection: a partition never analyzed is estimated at a fixed fraction of
-    its pages, and with that the planner walked every stored text of the collection to read a few
-    (auto_explain: 70 to 340 ms a query on 1M documents until autovacuum's ANALYZE; bench_profile's
-    query p50 right after the ingest was 1.58 ms without this, 0.39 ms with it)."""
+    its pages, and with that the planner walked every stored text of the collection to read a few,
+    for every query until autovacuum's ANALYZE (docs/benchmarks/profile.md)."""
     tables = ", ".join(f"{{{table}_p}} ({columns})" for table, columns in _PLANNED_COLUMNS.items())
     # For this transaction only: ANALYZE samples 300 rows per unit of the target.
     scope.conn.execute("SELECT set_config('default_statistics_target', %s, true)", (str(_STATISTICS_TARGET),))
