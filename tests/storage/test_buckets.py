@@ -122,3 +122,22 @@ def test_a_query_reads_an_older_partitions_band_bucket_content_index_alike(
         text = "\n".join(row[0] for row in plan)
         assert "Seq Scan on buckets" not in text, text
         assert "_lookup" in text, text
+
+
+def test_building_a_standing_index_never_waits_for_writers_holding_rows(
+    make_index: Callable[..., Any], database_url: str
+) -> None:
+    # A writer whose deferred index another writer built meanwhile asks for it again in its turn,
+    # while a third writer holds rows in the partition before its own turn and waits for that
+    # turn. Waiting for the third writer's lock there was a deadlock (seen in
+    # test_concurrency): asking for a standing index must take no lock that a writer's rows block.
+    index = make_index(threshold=0.5)
+    index.add(planted_corpus(n_sources=4, copies=2, seed=1))
+    with _scopes(index, database_url) as (scope, other):
+        assert buckets.has_index(scope)
+        with other.transaction():
+            other.execute(_index_sql(scope, "LOCK TABLE {buckets_p} IN ROW EXCLUSIVE MODE"))
+            with scope.conn.transaction():
+                scope.conn.execute("SET LOCAL lock_timeout = '3s'")
+                buckets.create_index(scope)  # before: LockNotAvailable after 3 s
+        assert buckets.has_index(scope)

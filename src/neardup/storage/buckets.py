@@ -52,8 +52,14 @@ def drop_index(scope: Scope) -> None:
 
 
 def create_index(scope: Scope) -> None:
-    """Build the lookup index after a bulk load, and refresh the partition's statistics."""
-    scope.conn.execute(scope.sql("CREATE INDEX IF NOT EXISTS {bucket_index} ON {buckets_p} (bucket)"))
+    """Build the lookup index after a bulk load unless it stands (another writer built it since),
+    and refresh the partition's statistics. Only the holder of the collection's writer lock builds
+    or drops the index, so the check holds until the build."""
+    # Not CREATE INDEX IF NOT EXISTS alone: it takes its share lock on the partition before it
+    # looks for the name, so it would wait for a writer holding rows there before its turn
+    # (hold_indexed), which waits for this writer's lock: a deadlock.
+    if not has_index(scope):
+        scope.conn.execute(scope.sql("CREATE INDEX {bucket_index} ON {buckets_p} (bucket)"))
     scope.conn.execute(scope.sql("ANALYZE {buckets_p}"))
 
 
