@@ -239,31 +239,18 @@ def _bootstrap_recall(
     return float(low), float(high)
 
 
-def summarise(
-    *,
-    collection: str,
+def _bins(
+    jaccard: npt.NDArray[np.float64],
+    candidate: npt.NDArray[np.bool_],
+    found: npt.NDArray[np.bool_],
+    edges: list[float],
     threshold: float,
     bands: int,
     rows: int,
-    floor: float,
-    seed: int,
-    population: int,
-    sample_ids: npt.NDArray[np.int64],
-    truth: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]],
-    candidate: npt.NDArray[np.bool_],
-    stored: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
     histogram: npt.NDArray[np.int64],
-) -> Evaluation:
-    """The report from what the index read: the truth pairs (a < b, J) with their candidate flags,
-    the stored pairs with a sampled content, and the collection's stored pairs per bin."""
-    a, b, jaccard = truth
-    truth_key, stored_key = _rows_of(a, b, *stored)
-    found = np.isin(truth_key, stored_key)
-    above = jaccard >= threshold
-    true_pairs, found_pairs = int(above.sum()), int((found & above).sum())
-    low, high = _bootstrap_recall(sample_ids, a[above], b[above], found[above], seed)
-    precise = np.isin(stored_key, truth_key[above])
-    edges = similarity_edges(floor, threshold)
+) -> tuple[Bin, ...]:
+    """The truth pairs per similarity bin: how many, how many were candidates and found, the
+    S-curve's value, and the recall with its Wilson interval in the bins at or above the threshold."""
     n_bins = len(edges) - 1
     which = np.clip(bin_of(jaccard, edges), 0, n_bins - 1)
     count = np.bincount(which, minlength=n_bins)
@@ -296,6 +283,36 @@ def summarise(
                 expected=float(curve[k] / n) if n else None,
             )
         )
+    return tuple(bins)
+
+
+def summarise(
+    *,
+    collection: str,
+    threshold: float,
+    bands: int,
+    rows: int,
+    floor: float,
+    seed: int,
+    population: int,
+    sample_ids: npt.NDArray[np.int64],
+    truth: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64]],
+    candidate: npt.NDArray[np.bool_],
+    stored: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
+    histogram: npt.NDArray[np.int64],
+) -> Evaluation:
+    """The report from what the index read: the truth pairs (a < b, J) with their candidate flags,
+    the stored pairs with a sampled content, and the collection's stored pairs per bin."""
+    a, b, jaccard = truth
+    truth_key, stored_key = _rows_of(a, b, *stored)
+    found = np.isin(truth_key, stored_key)
+    above = jaccard >= threshold
+    true_pairs, found_pairs = int(above.sum()), int((found & above).sum())
+    low, high = _bootstrap_recall(sample_ids, a[above], b[above], found[above], seed)
+    precise = np.isin(stored_key, truth_key[above])
+    bins = _bins(
+        jaccard, candidate, found, similarity_edges(floor, threshold), threshold, bands, rows, histogram
+    )
     return Evaluation(
         collection=collection,
         threshold=threshold,
@@ -317,7 +334,7 @@ def summarise(
         candidate_pairs=int(candidate.sum()),
         expected_candidates=float(candidate_probability(jaccard, bands, rows).sum()),
         collection_pairs=int(histogram.sum()),
-        bins=tuple(bins),
+        bins=bins,
         sample_ids=sample_ids,
         truth=TruthPairs(a, b, jaccard, candidate, found),
     )
