@@ -2,7 +2,8 @@
 force, precision, latency, and the bytes a document the neighbours add.
 
     python bench/bench_neighbours.py [CORPUS] [--queries 300] [--synthetic /tmp/synth1m.jsonl]
-                                     [--synthetic-limit 1000000] [--db URL] [--out FILE]
+                                     [--synthetic-limit 1000000] [--synthetic-schema S]
+                                     [--skip-quality] [--db URL] [--out FILE]
 
 CORPUS defaults to ../shared/data/debian_bookworm.jsonl.gz. Every document is added to a collection
 with neighbours (threshold 0.8, the ground truth's normalisation); the truth of each query is the
@@ -21,8 +22,10 @@ collection's own shingles, so brute force over the whole corpus), from which:
   of 25-100% of the excerpt's length; truth and measures as for containment (``contains``).
 
 With ``--synthetic``, its first ``--synthetic-limit`` documents (make_corpus.py) go into a second
-collection with neighbours, and one query's latency is timed there: top 10 of stored documents'
-texts, and containment (C = 0.5) of embedded excerpts; with the bytes a document of its neighbours.
+collection with neighbours (or, with ``--synthetic-schema``, the collection ``syn`` already there
+is used), and one query's latency is timed there, each query once in each of ROUNDS alternating
+rounds: top 10 of stored documents' texts, and containment (C = 0.5) of excerpts; with the bytes
+a document of its neighbours.
 Writes docs/benchmarks/neighbours.md.
 """
 
