@@ -5,10 +5,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from neardup import neighbours as nb
 from neardup.core.fingerprints import fingerprints, probes
 from neardup.core.sketch import Sketcher
 from neardup.errors import ParamsError
@@ -210,3 +212,84 @@ def test_the_command_line_asks_both_questions(cli: Any, corpus: list[tuple[str, 
     assert out.splitlines()[0].split("\t") == ["id", "match", "containment", "jaccard"]
     status, out, _ = cli("stats", "--format", "tsv")
     assert "neighbour_bytes_per_document" in out
+
+
+def _words(rng: random.Random, n: int) -> list[str]:
+    return ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(3, 7))) for _ in range(n)]
+
+
+def test_top_k_ranks_long_containing_texts_below_closer_short_ones(make_index: Any) -> None:
+    """Many long stored texts that contain the query share more fingerprints with it than its
+    edited copies do, yet are far from it: the top k is still the brute-force top k."""
+    rng = random.Random(11)
+    query = _words(rng, 40)
+    docs = []
+    for n in range(6):
+        edited = list(query)
+        for at in rng.sample(range(len(edited)), 2 + n):
+            edited[at] = _words(rng, 1)[0]
+        docs.append((f"near{n}", " ".join(edited)))
+    for n in range(150):
+        docs.append((f"long{n}", " ".join(_words(rng, 300) + query + _words(rng, 300))))
+    index = make_index(neighbours=True)
+    index.add(docs)
+    text = " ".join(query)
+    truth = {d: _jaccard(*v) for d, v in _truth(index, docs, text).items()}
+    found = index.query(text, k=5)
+    best = sorted(((-j, d) for d, j in truth.items() if j >= index.params.neighbour_floor))[:5]
+    assert len(best) == 5
+    assert [d for d, _ in found] == [d for _, d in best]
+    assert [j for _, j in found] == pytest.approx([-j for j, _ in best], abs=1e-12)
+    # The long ones do contain it whole, and the containment query finds every one of them.
+    contained = {c.id for c in index.query(text, min_containment=0.95)}
+    assert {f"long{n}" for n in range(150)} <= contained
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(0.0, 1.0), min_size=0, max_size=40),
+    st.integers(1, 12),
+    st.floats(0.0, 1.0),
+)
+def test_worth_verifying_keeps_every_candidate_that_could_make_the_top_k(
+    estimates: list[float], k: int, floor: float
+) -> None:
+    e = np.asarray(estimates)
+    kept = nb.worth_verifying(e, k, floor, 128)
+    spread = nb.Z_BOUND * np.sqrt((e * (1 - e) + 1 / 128) / 128)
+    low = np.sort(e - spread)[::-1]
+    bar = max(floor, low[k - 1] if e.size >= k else 0.0)
+    expected = np.flatnonzero(e + spread >= bar)
+    assert sorted(kept.tolist()) == sorted(expected.tolist())[: nb.VERIFY_MAX]
+    assert list(e[kept]) == sorted(e[kept], reverse=True)
+    # The k best estimates are kept where they could reach the floor (their upper bounds reach
+    # the k-th lower one).
+    for best in np.argsort(-e, kind="stable")[:k].tolist():
+        if e[best] + spread[best] >= floor:
+            assert best in set(kept.tolist())
+
+
+@given(st.lists(st.integers(0, 60), min_size=1, max_size=30), st.floats(0.05, 1.0))
+def test_could_contain_keeps_what_shares_enough_and_drops_what_cannot(
+    shared: list[int], threshold: float
+) -> None:
+    s = np.asarray(shared, dtype=np.int64)
+    expected = np.full(s.size, 40.0)
+    kept = set(nb.could_contain(s, expected, threshold).tolist())
+    for i, n in enumerate(shared):
+        if n >= threshold * 40:
+            assert i in kept
+        if n + nb.Z_BOUND * np.sqrt(n) + 1 < threshold * 40:
+            assert i not in kept
+
+
+def test_fingerprint_jaccard_is_one_for_the_same_text_and_falls_with_length() -> None:
+    size = 1_000
+    per = (nb.WINDOW + 1) / 2
+    same = nb.fingerprint_jaccard(np.array([round(size / per)]), np.array([size]), size)
+    assert same[0] == pytest.approx(1.0, abs=0.02)
+    longer = nb.fingerprint_jaccard(
+        np.array([round(size / per)] * 3), np.array([size, 2 * size, 4 * size]), size
+    )
+    assert longer[0] > longer[1] > longer[2]
+    assert longer[2] == pytest.approx(0.25, abs=0.02)

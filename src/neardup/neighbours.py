@@ -2,12 +2,15 @@
 that it contains, for a collection that keeps its neighbours (``neighbours=True``).
 
 Candidates are the stored contents with a fingerprint (``core.fingerprints``) among the text's
-probes (its own fingerprints and its grams low enough to be one), ranked by how many; each is
-verified exactly on the shingle sets (``ingest.verification.verify_overlaps``), so every answer is
-exact (precision 1) and recall is what the probes find: certain for a shared run of text of about
+probes (its own fingerprints and its grams low enough to be one), counted in one statement with
+each candidate's shingle count; fingerprints held by many contents are read only where they could
+matter (``_sharing``). A top-k query ranks the candidates by the Jaccard their shared fingerprints
+and sizes suggest, reads the signatures of the best ``SIGNED_MAX`` and verifies those whose
+signature agreement could make the top k (``worth_verifying``). A containment query verifies the
+candidates whose shared fingerprints could make the share asked (``could_contain``). Every answer
+is verified exactly on the shingle sets (``ingest.verification.verify_overlaps``), so precision is
+1 and recall is what the candidates hold: certain for a shared run of text of about
 ``WINDOW + 2k`` characters, likely for a stored text with a fingerprint inside any shared run.
-A top-k query does not use fingerprints held by more than ``COMMON`` stored contents (boilerplate)
-while rarer ones are there; a containment query uses every one (its answers may be that many).
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.config import IndexConfig
-from neardup.core.fingerprints import probes
+from neardup.core.distinct import distinct
+from neardup.core.fingerprints import WINDOW, fingerprints, probes
+from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketcher
+from neardup.core.verify import agreement_with
 from neardup.errors import InputError, ParamsError
 from neardup.ingest.verification import Overlaps, verify_overlaps
 from neardup.storage import documents
@@ -30,12 +36,19 @@ from neardup.storage.scope import Scope, read_snapshot
 Direction = Literal["contains", "within"]
 DIRECTIONS: tuple[str, ...] = get_args(Direction)
 
-# A fingerprint held by more contents than this is boilerplate: a candidate found only through
-# such fingerprints is rarely an answer, and reading them all would cost more than the rest.
-COMMON = 1_000
-# A top-k query verifies this many candidates a wanted answer, the most-shared first (at least
-# TOP_MIN): the nearest documents share the most fingerprints, bar a few that share boilerplate.
-TOP_FACTOR, TOP_MIN = 10, 100
+# A top-k candidate is verified while its signature agreement is within this many standard errors
+# of what could make the top k; at most VERIFY_MAX of them, the best estimates first.
+Z_BOUND = 3.0
+VERIFY_MAX = 1_000
+# A query counts the fingerprints held by at most the first of TIERS contents, then the next tier,
+# while those past it are enough of the text's own for a family's shared boilerplate to make an
+# answer (see _sharing): holders are read a row each, so common ones cost the most.
+TIERS = (100, 1_000, 20_000)
+# A top-k query reads the signatures of the SIGNED_MAX candidates whose shared fingerprints
+# promise the most.
+SIGNED_MAX = 2_000
+# A containment candidate this many times the text's length is verified whatever it shares.
+LARGE = 16
 
 
 class Contained(NamedTuple):
@@ -83,16 +96,68 @@ def nearest(
     """The ``k`` stored documents most similar to ``text`` with Jaccard at least the collection's
     ``neighbour_floor``, best first: (id, exact Jaccard). Approximate only in what it finds."""
     k = top_k(k)
+    text = _text(text)
+    sketch = sketcher.sketch([text], hashed=False)
+    floor = config.params.neighbour_floor
     with transaction(scope.conn):
         read_snapshot(scope.conn)
-        ids, _ = _candidates(scope, sketcher, _text(text), config.params.k, COMMON)
-        ids = ids[: max(TOP_FACTOR * k, TOP_MIN)]
+        shingles = sketch.shingles[0]
+        ids, shared, sizes, _ = _sharing(scope, shingles, config.params.k, floor)
+        if ids.size:
+            # Rank by estimated Jaccard, not by shared fingerprints: a long stored text shares
+            # many fingerprints with a short query yet is far from it. First by what the shared
+            # fingerprints say of the overlap, then the best by their signatures.
+            rough = fingerprint_jaccard(shared, sizes, int(shingles.values.size))
+            ids = ids[np.argsort(-rough, kind="stable")[:SIGNED_MAX]]
+            ids, sigs = stored_fingerprints.signatures(scope, ids, config.params.num_perm)
+            ids = ids[
+                worth_verifying(agreement_with(sketch.signatures[0], sigs), k, floor, config.params.num_perm)
+            ]
         overlaps, names = _verified(scope, sketcher, text, ids)
-    floor = config.params.neighbour_floor
     jaccard = overlaps.jaccard().tolist()
     found = [(n, j) for i, j in zip(ids.tolist(), jaccard, strict=True) if j >= floor for n in names[i]]
     found.sort(key=lambda r: (-r[1], r[0]))
     return found[:k]
+
+
+def fingerprint_jaccard(
+    shared: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64], size: int
+) -> npt.NDArray[np.float64]:
+    """Rough Jaccard of a text of ``size`` shingles with stored texts of ``sizes`` that share
+    ``shared`` fingerprints with its probes: each shared fingerprint stands for the
+    ``(WINDOW + 1) / 2`` grams a fingerprint samples on average (approximate, for ranking)."""
+    overlap = np.minimum(shared * ((WINDOW + 1) / 2), np.minimum(sizes, size))
+    union = np.maximum(size + sizes - overlap, 1.0)
+    return overlap / union  # type: ignore[no-any-return]
+
+
+def could_contain(
+    shared: npt.NDArray[np.int64], expected: npt.NDArray[np.float64], threshold: float, uncounted: int = 0
+) -> npt.NDArray[np.int64]:
+    """Positions of the candidates whose ``shared`` fingerprints could make a containment of at
+    least ``threshold``, where a whole containment would share about ``expected``: the count is
+    taken as Poisson, ``Z_BOUND`` standard deviations up, and each of ``uncounted`` fingerprints
+    (too common to count) as shared too (approximate)."""
+    high = shared + Z_BOUND * np.sqrt(shared) + 1.0 + uncounted
+    return np.flatnonzero(high >= threshold * expected)
+
+
+def worth_verifying(
+    estimates: npt.NDArray[np.float64], k: int, floor: float, num_perm: int
+) -> npt.NDArray[np.int64]:
+    """Positions of the candidates whose Jaccard could reach the top ``k`` (by their signature
+    agreement ``estimates``), best estimate first, at most ``VERIFY_MAX``: those whose upper bound
+    reaches both ``floor`` and the ``k``-th largest lower bound, which the true ``k``-th Jaccard is
+    at least (each bound ``Z_BOUND`` standard errors out, so approximate)."""
+    e = np.asarray(estimates, dtype=np.float64)
+    # The binomial error of an agreement share, with one row's worth of slack at 0 and 1.
+    spread = Z_BOUND * np.sqrt((e * (1.0 - e) + 1.0 / num_perm) / num_perm)
+    high = e + spread
+    low = e - spread
+    kth = float(np.partition(low, low.size - k)[low.size - k]) if low.size >= k else 0.0
+    keep = np.flatnonzero(high >= max(floor, kth))
+    order = keep[np.argsort(-e[keep], kind="stable")]
+    return order[:VERIFY_MAX]
 
 
 def containing(
@@ -107,10 +172,24 @@ def containing(
     ``way="within"`` those whose shingles ``text`` contains at least ``threshold`` of; largest
     share first, each with its exact share and Jaccard. Approximate only in what it finds."""
     threshold, way = min_containment(threshold), direction(way)
+    shingles = sketcher.shingles([_text(text)], unique=False)
     with transaction(scope.conn):
         read_snapshot(scope.conn)
-        # Every candidate: a short or generic text is contained in many stored ones, all answers.
-        ids, _ = _candidates(scope, sketcher, _text(text), config.params.k, None)
+        # Within: a short stored text can be all boilerplate, so every tier of commonness is read
+        # (a bound of 0). Contains: the common share of a short text's few fingerprints is a rough
+        # measure of its containment, hence the slack.
+        ids, shared, sizes, uncounted = _sharing(
+            scope, shingles, config.params.k, threshold if way == "contains" else 0.0, Z_BOUND
+        )
+        if way == "contains":
+            _, own = fingerprints(shingles, config.params.k)
+            kept = could_contain(shared, np.full(ids.size, float(max(own.size, 1))), threshold, uncounted)
+            # A stored text many times longer can hold most of the text's shingles scattered,
+            # with no shared run for fingerprints to show: verify each such candidate.
+            kept = distinct(np.concatenate([kept, np.flatnonzero(sizes >= LARGE * shingles.values.size)]))
+        else:
+            kept = could_contain(shared, sizes * np.float64(2.0 / (WINDOW + 1)), threshold, uncounted)
+        ids = ids[kept]
         overlaps, names = _verified(scope, sketcher, text, ids)
     share = (overlaps.contained() if way == "contains" else overlaps.within()).tolist()
     jaccard = overlaps.jaccard().tolist()
@@ -130,23 +209,29 @@ def _text(text: object) -> str:
     return text
 
 
-def _candidates(
-    scope: Scope, sketcher: Sketcher, text: str, step: int, common: int | None
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Stored contents with a fingerprint among ``text``'s probes and how many, the most first
-    (ties by content id); with ``common``, through its rarer fingerprints only, when it has any."""
-    fp = probes(sketcher.shingles([text], unique=False), step)
-    if fp.size == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    found, content = stored_fingerprints.lookup(scope, fp, None if common is None else common + 1)
-    if common is not None:
-        keys, held = np.unique(found, return_counts=True)
-        rare = ~np.isin(found, keys[held > common])
-        if rare.any():
-            content = content[rare]
-    ids, shared = np.unique(content, return_counts=True)
-    order = np.lexsort((ids, -shared))
-    return ids[order], shared[order]
+def _sharing(
+    scope: Scope, shingles: Ragged, step: int, bound: float, slack: float = 0.0
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
+    """(content, fingerprints shared, shingle count) of the stored contents sharing a fingerprint
+    with the probes of a text (``shingles``, one row), and how many of its own fingerprints were
+    too common to count. It counts the
+    fingerprints held by at most each of ``TIERS`` contents in turn, and reads the next tier only
+    while those past this one make at least ``bound`` of the text's own (their count taken as
+    Poisson, ``slack`` standard deviations and one fingerprint up: a short text has few). A stored
+    text that shares only those (a family's boilerplate) shares at most that share of them, about
+    its containment of the text, which bounds its Jaccard too (approximate)."""
+    _, own = fingerprints(shingles, step)
+    keys = probes(shingles, step)
+    empty = np.empty(0, np.int64)
+    held = 0
+    if keys.size == 0:
+        return empty, empty, empty, held
+    for cap in TIERS:
+        ids, shared, sizes, common = stored_fingerprints.sharing(scope, keys, cap)
+        held = int(np.count_nonzero(np.isin(own, common)))
+        if held + slack * np.sqrt(held) + 1.0 < bound * own.size:
+            break
+    return ids, shared, sizes, held
 
 
 def _verified(

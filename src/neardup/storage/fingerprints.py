@@ -11,7 +11,7 @@ import numpy.typing as npt
 from psycopg import sql
 
 from neardup.storage import buckets
-from neardup.storage.binary import Int8s
+from neardup.storage.binary import Int8s, signature_matrix
 from neardup.storage.scope import Scope
 
 FINGERPRINT_BAND = -1
@@ -49,30 +49,59 @@ def delete(scope: Scope, content_ids: list[int]) -> None:
         )
 
 
-def lookup(
-    scope: Scope, fingerprint: npt.NDArray[np.int64], cap: int | None
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(fingerprint, content) of the stored rows of each fingerprint; with ``cap``, at most that
-    many a fingerprint (one more than the caller keeps says that it is common)."""
-    if cap is None:
-        rows = (
-            "SELECT b.bucket AS f, b.content_id FROM {buckets_p} b WHERE b.collection_id = %(c)s "
-            "AND b.band = %(band)s AND b.bucket = ANY(%(f)s::int8[])"
-        )
-    else:
-        rows = (
-            "SELECT k.f, b.content_id FROM unnest(%(f)s::int8[]) AS k(f) CROSS JOIN LATERAL (SELECT "
-            "content_id FROM {buckets_p} b WHERE b.collection_id = %(c)s AND b.band = %(band)s "
-            "AND b.bucket = k.f LIMIT %(cap)s) b"
-        )
+def sharing(
+    scope: Scope, fingerprint: npt.NDArray[np.int64], cap: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(content, fingerprints shared, shingle count) of each stored content with a fingerprint among
+    ``fingerprint``, counting only the fingerprints held by at most ``cap`` contents, and those
+    held by more (common): one statement, which returns a row a content, not a row a holding."""
     with scope.conn.cursor(binary=True) as cur:
         row = cur.execute(
-            scope.sql(f"SELECT array_agg(f), array_agg(content_id) FROM ({rows}) q"),
-            {"f": Int8s(fingerprint), "c": scope.collection_id, "band": FINGERPRINT_BAND, "cap": cap},
+            scope.sql(
+                "WITH r AS MATERIALIZED (SELECT k.f, b.content_id FROM unnest(%(f)s::int8[]) AS k(f) "
+                "CROSS JOIN LATERAL (SELECT content_id FROM {buckets_p} b WHERE b.collection_id = %(c)s "
+                "AND b.band = %(band)s AND b.bucket = k.f LIMIT %(over)s) b), "
+                "common AS MATERIALIZED (SELECT f FROM r GROUP BY f HAVING count(*) > %(cap)s), "
+                "g AS (SELECT content_id, count(*) AS n FROM r WHERE f NOT IN (SELECT f FROM common) "
+                "GROUP BY content_id) "
+                "SELECT array_agg(g.content_id), array_agg(g.n), array_agg(t.shingle_count::int8), "
+                "(SELECT array_agg(f) FROM common) FROM g "
+                "JOIN {contents_p} t ON t.collection_id = %(c)s AND t.content_id = g.content_id"
+            ),
+            {
+                "f": Int8s(fingerprint),
+                "c": scope.collection_id,
+                "band": FINGERPRINT_BAND,
+                "over": cap + 1,
+                "cap": cap,
+            },
+        ).fetchone()
+    empty = np.empty(0, np.int64)
+    if row is None:
+        return empty, empty, empty, empty
+    common = empty if row[3] is None else np.asarray(row[3], dtype=np.int64)
+    if row[0] is None:
+        return empty, empty, empty, common
+    found = (np.asarray(v, dtype=np.int64) for v in row[:3])
+    return (*found, common)  # type: ignore[return-value]
+
+
+def signatures(
+    scope: Scope, content_ids: npt.NDArray[np.int64], num_perm: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32]]:
+    """(content ids, their signatures, one row each) of the given stored contents, in no set
+    order: one value each, since a query ranks at most a few thousand candidates."""
+    with scope.conn.cursor(binary=True) as cur:
+        row = cur.execute(
+            scope.sql(
+                "SELECT array_agg(content_id), string_agg(signature, ''::bytea) FROM {signatures_p} "
+                "WHERE collection_id = %s AND content_id = ANY(%s::int8[])"
+            ),
+            (scope.collection_id, Int8s(content_ids)),
         ).fetchone()
     if row is None or row[0] is None:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    return np.asarray(row[0], dtype=np.int64), np.asarray(row[1], dtype=np.int64)
+        return np.empty(0, np.int64), np.empty((0, num_perm), np.uint32)
+    return np.asarray(row[0], dtype=np.int64), signature_matrix([row[1]], num_perm)
 
 
 def size(scope: Scope) -> tuple[int, int]:
@@ -95,4 +124,4 @@ def size(scope: Scope) -> tuple[int, int]:
     return rows, round((partition - own) * rows / total) + own
 
 
-__all__ = ["FINGERPRINT_BAND", "delete", "insert", "lookup", "prepare", "size"]
+__all__ = ["FINGERPRINT_BAND", "delete", "insert", "prepare", "sharing", "signatures", "size"]
