@@ -1,7 +1,8 @@
 """Hot buckets: an ingest whose candidate pairs grow with the square of a bucket's size makes,
-verifies and stores them in parts (``core.candidates.candidate_parts``), and still stores every
-pair at or above the threshold, equal to brute force, with the clusters they make. Against a real
-PostgreSQL, the parts made tiny so that a small corpus needs many of them."""
+verifies and stores them in parts (``core.candidates.candidate_parts``), or where the prefix filter
+leaves far fewer, only those (``ingest.hot_pairs``), and still stores every pair at or above the
+threshold, equal to brute force, with their exact similarities and the clusters they make. Against
+a real PostgreSQL, the parts made tiny so that a small corpus needs many of them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from neardup.core import candidates
 from neardup.core.params import Params
-from neardup.ingest import prework, verification
+from neardup.ingest import hot_pairs, prework, verification
 from tests._corpus import WORDS, brute_force_pairs, components
 
 pytestmark = pytest.mark.distributed_variant
@@ -111,6 +112,69 @@ def test_a_concurrent_batch_with_more_candidates_than_it_may_judge_ahead_judges_
     monkeypatch.setattr(prework, "before_turn", recording)
     index.add(docs[90:], batch_size=60, concurrent=True)
     assert verdicts == [0, 0]  # both batches probed ahead, neither held its verdicts
+    truth = set(brute_force_pairs(docs, Params(bands=64, rows=2), 0.8))
+    pairs, clusters = _pairs_and_clusters(index)
+    assert pairs == truth
+    assert clusters == components(truth)
+
+
+@pytest.fixture
+def ways(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """How each batch with enough candidates to try the prefix filter made them: "joined" (the
+    prefix filter's pairs) or "enumerated" (it left too many, or the sets were over budget)."""
+    taken: list[str] = []
+    joined = hot_pairs._joined
+    monkeypatch.setattr(hot_pairs, "HOT_GROUP", 8)  # as the parts are tiny, so are the hot groups
+
+    def recording(*args: Any) -> Any:
+        parts = joined(*args)
+        taken.append("enumerated" if parts is None else "joined")
+        return parts
+
+    monkeypatch.setattr(hot_pairs, "_joined", recording)
+    return taken
+
+
+def issue_records(count: int, seed: int = 8) -> list[tuple[str, str]]:
+    """Issue 39's records, with a few near-copies of some among them (pairs above 0.8)."""
+    rng = random.Random(seed)
+    docs = [
+        (f"r{i:03d}", f"record {i} of the large request, topic {i % 97} and {i % 13}") for i in range(count)
+    ]
+    docs += [
+        (f"copy{i:03d}", f"record {i} of the large request, topic {i % 97} and {i % 13}.")
+        for i in range(0, count, 9)
+    ]
+    rng.shuffle(docs)
+    return docs
+
+
+@pytest.mark.parametrize("batch_size", [None, 90])
+def test_issue_39s_records_take_the_prefix_filter_and_store_every_pair_brute_force_finds(
+    make_index: Callable[..., Any], parts: list[int], ways: list[str], batch_size: int | None
+) -> None:
+    docs = issue_records(240)
+    index = make_index(threshold=0.8, bands=64, rows=2)
+    index.add(docs, batch_size=batch_size)
+    truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.8)
+    stored = {(min(a, b), max(a, b)): sim for a, b, sim in index.pairs()}
+    assert "joined" in ways
+    assert len(truth) >= 20
+    assert stored.keys() == truth.keys()
+    assert all(stored[pair] == pytest.approx(j, abs=1e-12) for pair, j in truth.items())
+    assert _pairs_and_clusters(index)[1] == components(set(truth))
+
+
+def test_a_batch_whose_sets_are_over_budget_enumerates_its_pairs_and_the_next_joins_them(
+    make_index: Callable[..., Any], parts: list[int], ways: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = hot_corpus(seed=9)
+    index = make_index(threshold=0.8, bands=64, rows=2)
+    monkeypatch.setattr(hot_pairs, "SETS_BUDGET", 100)
+    index.add(docs[:110])
+    monkeypatch.setattr(hot_pairs, "SETS_BUDGET", 1 << 25)
+    index.add(docs[110:])
+    assert ways == ["enumerated", "joined"]
     truth = set(brute_force_pairs(docs, Params(bands=64, rows=2), 0.8))
     pairs, clusters = _pairs_and_clusters(index)
     assert pairs == truth
