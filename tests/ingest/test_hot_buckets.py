@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from neardup.core import candidates
 from neardup.core.params import Params
@@ -42,8 +44,10 @@ def hot_corpus(seed: int = 5) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def parts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Tiny parts; the number of candidates each verification was given."""
+    """Tiny parts, each verified a few stored contents at a time; the number of candidates each
+    verification was given."""
     monkeypatch.setattr(candidates, "PAIRS_PER_PART", BUDGET)
+    monkeypatch.setattr(verification, "STORED_AT_ONCE", 3)
     sizes: list[int] = []
     verify = verification.verify_pairs
 
@@ -179,3 +183,16 @@ def test_a_batch_whose_sets_are_over_budget_enumerates_its_pairs_and_the_next_jo
     pairs, clusters = _pairs_and_clusters(index)
     assert pairs == truth
     assert clusters == components(truth)
+
+
+@given(
+    pairs=st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30)), max_size=60),
+    most=st.integers(1, 8),
+)
+def test_a_parts_pairs_are_cut_by_their_first_ids_each_pair_in_one_chunk(
+    pairs: list[tuple[int, int]], most: int
+) -> None:
+    cand = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    chunks = verification._chunks_by_first(cand, most)
+    assert sorted(map(tuple, np.concatenate(chunks).tolist())) == sorted(pairs)
+    assert all(np.unique(chunk[:, 0]).size <= most for chunk in chunks)
