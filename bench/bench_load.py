@@ -484,11 +484,36 @@ def _memory_section(report: Report, load: Load, mem: Memory, warmup: float) -> N
         "line).",
         "",
     )
+    halves = _half_slopes(load.samples, warmup)
+    if halves is not None:
+        report.say(
+            f"The same slope over each half of the run after the warm-up: {halves[0]:+.2f} MiB a minute "
+            f"in the first, {halves[1]:+.2f} MiB a minute in the second (a plateau shows as a second "
+            "half near 0; a leak as two alike).",
+            "",
+        )
     picked = load.samples[:: max(1, len(load.samples) // 12)]
     if picked[-1] is not load.samples[-1]:
         picked.append(load.samples[-1])
     rows = [(f"{t:.1f}", f"{rss / MIB:,.0f}", f"{acked:,}") for t, rss, acked in picked]
     report.table(["seconds", "RSS MiB", "documents acknowledged"], "rrr", rows)
+
+
+def _half_slopes(samples: list[tuple[float, int, int]], warmup: float) -> tuple[float, float] | None:
+    """Least-squares slopes (MiB a minute) of the samples after the warm-up, first and second half
+    by time; None with too few samples."""
+    t = np.array([s[0] for s in samples])
+    mib = np.array([s[1] / MIB for s in samples])
+    after = t >= warmup
+    if after.sum() < 6:
+        return None
+    x, y = t[after], mib[after]
+    middle = (x[0] + x[-1]) / 2
+    first, second = x <= middle, x > middle
+    return (
+        60 * float(np.polyfit(x[first], y[first], 1)[0]),
+        60 * float(np.polyfit(x[second], y[second], 1)[0]),
+    )
 
 
 def _documents_section(report: Report, stored: Stored, tally: Tally) -> None:

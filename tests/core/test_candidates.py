@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup.core import Ragged
-from neardup.core.candidates import candidate_pairs, candidate_parts
+from neardup.core.candidates import Membership, candidate_pairs, candidate_parts, pair_count
 
 groups_strategy = st.lists(st.lists(st.integers(0, 40), min_size=1, max_size=8, unique=True), max_size=15)
 
@@ -53,3 +53,24 @@ def test_candidate_parts_hold_each_pair_once_within_the_budget(
     for part in parts:
         ids = {b for _, b in part}
         assert len(ids) == 1 or len(part) <= budget
+
+
+@given(groups=groups_strategy, first_new=st.integers(0, 41))
+def test_pair_count_is_the_enumerations_length(groups: list[list[int]], first_new: int) -> None:
+    expected = sum(
+        1 for group in groups for a, b in itertools.combinations(sorted(group), 2) if b >= first_new
+    )
+    assert pair_count(Ragged.from_arrays(groups, np.int64), first_new) == expected
+
+
+@given(groups=groups_strategy, pairs=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=30))
+def test_membership_says_whether_two_members_share_a_group(
+    groups: list[list[int]], pairs: list[tuple[int, int]]
+) -> None:
+    members = {m for group in groups for m in group}
+    pairs = [(a, b) for a, b in pairs if a in members and b in members]
+    membership = Membership(Ragged.from_arrays(groups, np.int64))
+    left = np.array([a for a, _ in pairs], dtype=np.int64)
+    right = np.array([b for _, b in pairs], dtype=np.int64)
+    expected = [any(a in g and b in g for g in groups) for a, b in pairs]
+    assert membership.share(left, right).tolist() == expected

@@ -91,6 +91,10 @@ def everything(batch: list[str], params: Params) -> list[Any]:
         _kernels.pair_jaccard_unsorted(raw.values, raw.offsets, raw.values, raw.offsets, left, right),
         _kernels.pair_agreement(sketch.signatures, left, right),
         _kernels.group_pairs(np.sort(members), groups, len(batch) // 2),
+        _kernels.positional_pairs(
+            np.sort(members), members % 3, sets.lengths(), groups, len(batch) // 2, 0.8 / 1.8
+        ),
+        _kernels.lists_meet(np.sort(members), np.r_[0, len(batch) // 2, len(batch)], left % 2, right % 2),
         # Bucket keys as held in memory: ranges of some in all of them, and a merge of two runs.
         *_kernels.sorted_ranges(np.sort(keys.reshape(-1)), np.sort(keys[:, 0])),
         *_kernels.merge_runs(

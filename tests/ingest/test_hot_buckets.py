@@ -1,7 +1,8 @@
 """Hot buckets: an ingest whose candidate pairs grow with the square of a bucket's size makes,
-verifies and stores them in parts (``core.candidates.candidate_parts``), and still stores every
-pair at or above the threshold, equal to brute force, with the clusters they make. Against a real
-PostgreSQL, the parts made tiny so that a small corpus needs many of them."""
+verifies and stores them in parts (``core.candidates.candidate_parts``), or where the prefix filter
+leaves far fewer, only those (``ingest.hot_pairs``), and still stores every pair at or above the
+threshold, equal to brute force, with their exact similarities and the clusters they make. Against
+a real PostgreSQL, the parts made tiny so that a small corpus needs many of them."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from neardup.core import candidates
 from neardup.core.params import Params
-from neardup.ingest import prework, verification
+from neardup.ingest import hot_pairs, prework, verification
 from tests._corpus import WORDS, brute_force_pairs, components
 
 pytestmark = pytest.mark.distributed_variant
@@ -41,8 +44,10 @@ def hot_corpus(seed: int = 5) -> list[tuple[str, str]]:
 
 @pytest.fixture
 def parts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Tiny parts; the number of candidates each verification was given."""
+    """Tiny parts, each verified a few stored contents at a time; the number of candidates each
+    verification was given."""
     monkeypatch.setattr(candidates, "PAIRS_PER_PART", BUDGET)
+    monkeypatch.setattr(verification, "STORED_AT_ONCE", 3)
     sizes: list[int] = []
     verify = verification.verify_pairs
 
@@ -115,3 +120,79 @@ def test_a_concurrent_batch_with_more_candidates_than_it_may_judge_ahead_judges_
     pairs, clusters = _pairs_and_clusters(index)
     assert pairs == truth
     assert clusters == components(truth)
+
+
+@pytest.fixture
+def ways(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """How each batch with enough candidates to try the prefix filter made them: "joined" (the
+    prefix filter's pairs) or "enumerated" (it left too many, or the sets were over budget)."""
+    taken: list[str] = []
+    joined = hot_pairs._joined
+    monkeypatch.setattr(hot_pairs, "HOT_GROUP", 8)  # as the parts are tiny, so are the hot groups
+
+    def recording(*args: Any) -> Any:
+        parts = joined(*args)
+        taken.append("enumerated" if parts is None else "joined")
+        return parts
+
+    monkeypatch.setattr(hot_pairs, "_joined", recording)
+    return taken
+
+
+def issue_records(count: int, seed: int = 8) -> list[tuple[str, str]]:
+    """Issue 39's records, with a few near-copies of some among them (pairs above 0.8)."""
+    rng = random.Random(seed)
+    docs = [
+        (f"r{i:03d}", f"record {i} of the large request, topic {i % 97} and {i % 13}") for i in range(count)
+    ]
+    docs += [
+        (f"copy{i:03d}", f"record {i} of the large request, topic {i % 97} and {i % 13}.")
+        for i in range(0, count, 9)
+    ]
+    rng.shuffle(docs)
+    return docs
+
+
+@pytest.mark.parametrize("batch_size", [None, 90])
+def test_issue_39s_records_take_the_prefix_filter_and_store_every_pair_brute_force_finds(
+    make_index: Callable[..., Any], parts: list[int], ways: list[str], batch_size: int | None
+) -> None:
+    docs = issue_records(240)
+    index = make_index(threshold=0.8, bands=64, rows=2)
+    index.add(docs, batch_size=batch_size)
+    truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.8)
+    stored = {(min(a, b), max(a, b)): sim for a, b, sim in index.pairs()}
+    assert "joined" in ways
+    assert len(truth) >= 20
+    assert stored.keys() == truth.keys()
+    assert all(stored[pair] == pytest.approx(j, abs=1e-12) for pair, j in truth.items())
+    assert _pairs_and_clusters(index)[1] == components(set(truth))
+
+
+def test_a_batch_whose_sets_are_over_budget_enumerates_its_pairs_and_the_next_joins_them(
+    make_index: Callable[..., Any], parts: list[int], ways: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = hot_corpus(seed=9)
+    index = make_index(threshold=0.8, bands=64, rows=2)
+    monkeypatch.setattr(hot_pairs, "SETS_BUDGET", 100)
+    index.add(docs[:110])
+    monkeypatch.setattr(hot_pairs, "SETS_BUDGET", 1 << 25)
+    index.add(docs[110:])
+    assert ways == ["enumerated", "joined"]
+    truth = set(brute_force_pairs(docs, Params(bands=64, rows=2), 0.8))
+    pairs, clusters = _pairs_and_clusters(index)
+    assert pairs == truth
+    assert clusters == components(truth)
+
+
+@given(
+    pairs=st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30)), max_size=60),
+    most=st.integers(1, 8),
+)
+def test_a_parts_pairs_are_cut_by_their_first_ids_each_pair_in_one_chunk(
+    pairs: list[tuple[int, int]], most: int
+) -> None:
+    cand = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    chunks = verification._chunks_by_first(cand, most)
+    assert sorted(map(tuple, np.concatenate(chunks).tolist())) == sorted(pairs)
+    assert all(np.unique(chunk[:, 0]).size <= most for chunk in chunks)

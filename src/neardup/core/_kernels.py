@@ -776,3 +776,61 @@ def merge_runs(
             out_keys[k], out_band[k], out_content[k] = keys[j], band[j], content[j]
             j += 1
     return out_keys, out_band, out_content
+
+
+@_kernel(lambda values, offsets, left, right: left.shape[0] * 4 + values.shape[0] // 4)
+def lists_meet(values: np.ndarray, offsets: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Whether list ``left[p]`` and list ``right[p]`` of a ragged batch (each list sorted
+    ascending) share a value: one merge of the two lists a pair."""
+    out = np.zeros(left.shape[0], dtype=np.bool_)
+    for p in range(left.shape[0]):
+        i, i_end = offsets[left[p]], offsets[left[p] + 1]
+        j, j_end = offsets[right[p]], offsets[right[p] + 1]
+        while i < i_end and j < j_end:
+            if values[i] == values[j]:
+                out[p] = True
+                break
+            if values[i] < values[j]:
+                i += 1
+            else:
+                j += 1
+    return out
+
+
+@_kernel(lambda members, position, size, offsets, first_new, share: _group_work(members, offsets))
+def positional_pairs(
+    members: np.ndarray,
+    position: np.ndarray,
+    size: np.ndarray,
+    offsets: np.ndarray,
+    first_new: int,
+    share: float,
+) -> np.ndarray:
+    """As ``group_pairs``, keeping only the pairs whose members, at ``position`` in sets of
+    ``size``, leave at least ceil(share * (|A| + |B|)) shingles each from there on."""
+    count = 0
+    for g in range(offsets.shape[0] - 1):
+        lo, hi = offsets[g], offsets[g + 1]
+        for j in range(lo, hi):
+            if members[j] >= first_new:
+                for i in range(lo, j):
+                    need = np.ceil(share * (size[i] + size[j]) - 1e-9)
+                    if size[i] - position[i] >= need and size[j] - position[j] >= need:
+                        count += 1
+    out = np.empty((count, 2), dtype=np.int64)
+    k = 0
+    for g in range(offsets.shape[0] - 1):
+        lo, hi = offsets[g], offsets[g + 1]
+        for j in range(lo, hi):
+            if members[j] >= first_new:
+                for i in range(lo, j):
+                    need = np.ceil(share * (size[i] + size[j]) - 1e-9)
+                    if size[i] - position[i] >= need and size[j] - position[j] >= need:
+                        out[k, 0] = members[i]
+                        out[k, 1] = members[j]
+                        k += 1
+    return out
+
+
+def _group_work(members: np.ndarray, offsets: np.ndarray) -> int:
+    return int(members.shape[0] + (np.diff(offsets) ** 2).sum())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +16,9 @@ _BAND_MIX = np.int64(-7046029254386353131)  # 0x9E3779B97F4A7C15 as a signed 64-
 # Candidate pairs (counted with their repeats across bands) an ingest holds at once: with their
 # keys, agreements and the shingle sets read to verify them, a few hundred bytes each.
 PAIRS_PER_PART = 1 << 21
+
+Ids = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
 
 
 def mixed_keys(band: npt.ArrayLike, bucket: npt.ArrayLike) -> npt.NDArray[np.int64]:
@@ -95,8 +98,29 @@ def candidate_parts(
     across bands are dropped (more only where one id alone has more; ``PAIRS_PER_PART`` if None).
     Memory follows the budget and the groups, never the number of pairs, which grows with the
     square of a hot bucket's size."""
-    budget = PAIRS_PER_PART if budget is None else budget
     members, offsets = _ascending(groups)
+
+    def pairs(keep: Mask, kept_offsets: Ids, first: int) -> Ids:
+        return _kernels.group_pairs(members[keep], kept_offsets, first)
+
+    return parts_by_larger(members, offsets, first_new, pairs, budget)
+
+
+PairsOf = Callable[[Mask, Ids, int], Ids]
+
+
+def parts_by_larger(
+    members: npt.NDArray[np.int64],
+    offsets: npt.NDArray[np.int64],
+    first_new: int,
+    pairs_of: PairsOf,
+    budget: int | None = None,
+) -> Iterator[npt.NDArray[np.int64]]:
+    """Distinct pairs in parts as ``candidate_parts`` cuts them, from groups whose members are
+    ascending within each group; ``pairs_of(keep, offsets, first)`` makes the pairs (a, b), a < b,
+    b >= first, of the groups' members where ``keep`` (offsets: the groups' kept members), with
+    repeats (any subset of the pairs sharing a group: the budget counts them all)."""
+    budget = PAIRS_PER_PART if budget is None else budget
     position = np.arange(members.size, dtype=np.int64) - np.repeat(offsets[:-1], np.diff(offsets))
     new = members >= first_new
     # Each member b pairs with every member before it in its group: ``position`` pairs there.
@@ -112,9 +136,35 @@ def candidate_parts(
         # group being ascending), pairing only the members from lo on as the larger.
         keep = members <= hi
         kept_offsets = np.r_[0, np.cumsum(keep)][offsets].astype(np.int64)
-        pairs = _kernels.group_pairs(members[keep], kept_offsets, max(int(first_new), lo))
+        pairs = pairs_of(keep, kept_offsets, max(int(first_new), lo))
         if pairs.shape[0]:
             yield _distinct(pairs)
+
+
+def pair_count(groups: Ragged, first_new: int = 0) -> int:
+    """How many pairs ``candidate_pairs`` enumerates before repeats across groups are dropped
+    (exact): the work of making them, whatever their number once distinct."""
+    members, offsets = _ascending(groups)
+    position = np.arange(members.size, dtype=np.int64) - np.repeat(offsets[:-1], np.diff(offsets))
+    return int(position[members >= first_new].sum())
+
+
+class Membership:
+    """Which groups each member of a ragged batch of groups is in, to test pairs for a shared group."""
+
+    def __init__(self, groups: Ragged) -> None:
+        members = np.asarray(groups.values, dtype=np.int64)
+        group = np.repeat(np.arange(len(groups), dtype=np.int64), groups.lengths())
+        order = np.lexsort((group, members))
+        members, self._groups = members[order], group[order]
+        starts = np.flatnonzero(np.r_[True, members[1:] != members[:-1]]) if members.size else members
+        self.ids = members[starts]
+        self._offsets = np.r_[starts, members.size].astype(np.int64)
+
+    def share(self, left: npt.NDArray[np.int64], right: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Whether members ``left[i]`` and ``right[i]`` (each a member of some group) share one."""
+        a, b = np.searchsorted(self.ids, left), np.searchsorted(self.ids, right)
+        return _kernels.lists_meet(self._groups, self._offsets, a, b)
 
 
 def _cuts(cumulative: npt.NDArray[np.int64], budget: int) -> npt.NDArray[np.int64]:

@@ -41,6 +41,10 @@ from neardup.storage.scope import Scope, export_snapshot, read_snapshot
 # instead of sorting each text's set once and merging each pair's. Past it, texts sit in large
 # clusters and sorting once pays (bench/bench_verify.py, docs/benchmarks/verify.md).
 UNSORTED_PAIRS_PER_TEXT = 4
+# Stored contents whose signatures (512 bytes each under 128 permutations) one verification reads at
+# a time, about: a part's pairs are cut by their first ids to keep to it (their second ids are the
+# batch's own, in memory, in an ingest).
+STORED_AT_ONCE = 1 << 16
 # From this many candidate contents on, a check's stored texts are read and shingled on the second
 # connection (in the check's snapshot) while this one reads their signatures: all of them, since
 # which are hopeful is not known yet.
@@ -111,7 +115,37 @@ def verify_pairs(
 ) -> Verified:
     """The candidate pairs of content ids whose similarity (exact, or estimated without text)
     reaches the threshold. The plan's new contents are the batch's (in ``sketch``); the others are
-    read from the store on ``scope``."""
+    read from the store on ``scope``, the signatures of at most about ``STORED_AT_ONCE`` at a time
+    (each pair's verdict is its own, so splitting the pairs changes none)."""
+    chunks = _chunks_by_first(cand, STORED_AT_ONCE)
+    if len(chunks) == 1:
+        return _verify_pairs(scope, config, sketcher, cand, plan, sketch)
+    found = [_verify_pairs(scope, config, sketcher, chunk, plan, sketch) for chunk in chunks]
+    return Verified(*(np.concatenate([f[i] for f in found]) for i in range(3)))
+
+
+def _chunks_by_first(cand: Ids, most: int) -> list[Ids]:
+    """``cand`` cut into chunks of pairs whose first ids number at most ``most`` distinct each (one
+    chunk where they do already): a part of pairs of a large collection names up to every stored
+    content, and their signatures, read at once, would follow the collection, not the part."""
+    first = cand[:, 0]
+    if cand.shape[0] <= most or distinct(first).size <= most:
+        return [cand]
+    cand = cand[np.argsort(first, kind="stable")]
+    first = cand[:, 0]
+    starts = np.flatnonzero(np.r_[True, first[1:] != first[:-1]])
+    cuts = starts[most::most]
+    return np.split(cand, cuts)
+
+
+def _verify_pairs(
+    scope: Scope,
+    config: IndexConfig,
+    sketcher: Sketcher,
+    cand: Ids,
+    plan: BatchPlan | None,
+    sketch: Sketch | None,
+) -> Verified:
     threshold, num_perm = config.threshold, config.params.num_perm
     ids = distinct(cand)
     is_new = plan.is_new(ids) if plan is not None else np.zeros(ids.size, dtype=bool)

@@ -24,12 +24,10 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.config import IndexConfig
-from neardup.core.candidates import candidate_parts
 from neardup.core.lsh import bucket_rows
-from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketch, Sketcher
 from neardup.errors import InputError, ParamsError
-from neardup.ingest import prework, store, verification
+from neardup.ingest import hot_pairs, prework, store, verification
 from neardup.ingest.ahead import WritingAhead
 from neardup.ingest.context import BatchContext, Connections, on
 from neardup.ingest.members import Deferral, Members, choose, probe_early
@@ -416,12 +414,12 @@ def _pair(
     """Find the new contents' candidate pairs with ``members``, verify them (stored contents read
     on ``reading``; ``verdicts``: pairs judged before the turn, not verified again), store the
     verified ones and merge clusters; returns how many were stored. The candidates go in parts
-    (``candidate_parts``), each verified and stored before the next is made, so that a hot bucket
+    (``hot_pairs.candidate_parts``), each verified and stored before the next is made, so that a hot bucket
     (its pairs growing with the square of its size) costs time, never memory."""
     if plan.bearing_ids.size == 0:
         return 0
     rows = bucket_rows(plan.bearing_ids, plan.keys)
-    parts = _candidates(members.groups(ctx, plan, rows), plan.first_new)
+    parts = hot_pairs.candidate_parts(ctx, reading, plan, sketch, members.groups(ctx, plan, rows))
     stored = 0
     while (cand := _next_part(parts)) is not None:
         if verdicts:  # prework's batches, never in memory nor beside the COPY
@@ -432,12 +430,6 @@ def _pair(
         stored += int(found.left.size)
     members.written(ctx, rows)
     return stored
-
-
-def _candidates(groups: Ragged, first_new: int) -> Iterator[npt.NDArray[np.int64]]:
-    for cand in candidate_parts(groups, first_new=first_new):
-        cand[:, 0] = np.abs(cand[:, 0])
-        yield cand
 
 
 @stage("candidate pairs")
