@@ -19,6 +19,10 @@ from neardup.core.shingle import MAX_K, SHINGLE_KINDS
 from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD, THRESHOLD_BIN, Banding, check_threshold
 from neardup.errors import ParamsError, ParamsMismatchError
 
+# A changes feed's longest retention, about 114 years: longer is no retention at all (leave it out),
+# and a far larger number would overflow the interval it is stored as.
+MAX_RETENTION_HOURS = 1_000_000
+
 # A pair sharing 80% of its shingles is a near-copy in the sense of Broder's web study and of
 # most dedup pipelines (MMDS ch. 3 uses 0.8 as its running example).
 DEFAULT_THRESHOLD = 0.8
@@ -206,6 +210,7 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         None,
         "with changes_feed: hours each change is kept",
         low=1,
+        high=MAX_RETENTION_HOURS,
         nullable=True,
         unset="every change",
         rebuild=False,

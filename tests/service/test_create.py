@@ -85,6 +85,9 @@ def test_http_create_stores_what_index_create_stores(
         ("shards", 0),
         ("name", "bad name!"),
         ("colour", "blue"),
+        # Found by the schemathesis test: past timedelta's range it was a 500.
+        ("changes_retention_hours", 24_000_000_000),
+        ("changes_retention_hours", 0),
     ],
 )
 def test_a_bad_creation_parameter_is_a_422_naming_it(service: Service, field: str, value: Any) -> None:

@@ -281,3 +281,11 @@ def test_parallel_writer_processes_feed_it_as_one_writer_would(
         documents, pairs = _replay(_all(db, index.name))
     assert documents == {i for i, _ in docs}
     assert pairs == {(a, b): pytest.approx(j) for a, b, j in index.pairs()}
+
+
+@pytest.mark.parametrize("hours", [0, 1_000_001, 24_000_000_000])
+def test_a_retention_out_of_range_is_refused_naming_its_range(
+    make_index: Callable[..., Any], hours: int
+) -> None:
+    with pytest.raises(ParamsError, match=r"changes_retention_hours .* in \[1, 1000000\]"):
+        make_index(changes_feed=True, changes_retention_hours=hours, **GENEROUS)

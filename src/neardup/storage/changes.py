@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from neardup.config import MAX_RETENTION_HOURS
 from neardup.errors import ChangesFeedError, ChangesGoneError, CollectionNotFoundError, ParamsError
 from neardup.storage.binary import Int8s
 from neardup.storage.connect import connect, translated
@@ -107,12 +108,13 @@ _ALL_PAIRS = "SELECT id_a AS a, id_b AS b, similarity AS sim FROM {s}.pair_list 
 
 def retention(on: bool | None, hours: int | None) -> timedelta | None:
     """The retention of a feed from its settings as given (hours, None: keep every change),
-    checked: a positive whole number of hours, and only with the feed on."""
+    checked: a whole number of hours in [1, MAX_RETENTION_HOURS], and only with the feed on."""
     if hours is None:
         return None
-    if isinstance(hours, bool) or not isinstance(hours, int) or hours < 1:
+    if isinstance(hours, bool) or not isinstance(hours, int) or not 1 <= hours <= MAX_RETENTION_HOURS:
         raise ParamsError(
-            f"changes_retention_hours must be a whole number of hours, at least 1, got {hours!r}"
+            f"changes_retention_hours must be a whole number of hours in [1, {MAX_RETENTION_HOURS}] "
+            f"(leave it out to keep every change), got {hours!r}"
         )
     if not on:
         raise ParamsError("changes_retention_hours is the changes feed's: give it with changes_feed")
