@@ -293,3 +293,37 @@ def test_fingerprint_jaccard_is_one_for_the_same_text_and_falls_with_length() ->
     )
     assert longer[0] > longer[1] > longer[2]
     assert longer[2] == pytest.approx(0.25, abs=0.02)
+
+
+def _visible_share(index: Any) -> float:
+    """The share of the bucket partition's pages that the visibility map marks all-visible."""
+    scope = index._scope
+    scope.conn.execute(scope.sql("ANALYZE {buckets_p}"))
+    row = scope.conn.execute(
+        "SELECT relallvisible, relpages FROM pg_class WHERE oid = %s::regclass",
+        (scope.sql("{buckets_p}").as_string(scope.conn),),
+    ).fetchone()
+    assert row is not None
+    assert row[1] > 0
+    return float(row[0]) / float(row[1])
+
+
+def test_a_large_add_leaves_the_fingerprint_holders_readable_from_the_index_alone(
+    make_index: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from neardup.ingest import writer
+
+    monkeypatch.setattr(writer, "SETTLE_AFTER", 40)
+    docs = planted_corpus(30, 3, seed=13)
+    assert len(docs) >= 40
+    kept, plain = make_index(neighbours=True), make_index()
+    for index in (kept, plain):  # nothing but this add's own VACUUM may mark pages
+        index._scope.conn.execute(
+            index._scope.sql("ALTER TABLE {buckets_p} SET (autovacuum_enabled = false)")
+        )
+    kept.add(docs[:10])
+    assert _visible_share(kept) == 0.0  # a small add leaves it to autovacuum
+    kept.add(docs[10:])
+    plain.add(docs)
+    assert _visible_share(kept) == 1.0
+    assert _visible_share(plain) == 0.0  # a collection without neighbours is not vacuumed

@@ -4,11 +4,13 @@ that it contains, for a collection that keeps its neighbours (``neighbours=True`
 Candidates are the stored contents with a fingerprint (``core.fingerprints``) among the text's
 probes (its own fingerprints and its grams low enough to be one), counted in one statement with
 each candidate's shingle count; fingerprints held by many contents are read only where they could
-matter (``_sharing``). A top-k query ranks the candidates by the Jaccard their shared fingerprints
-and sizes suggest, reads the signatures of the best ``SIGNED_MAX`` and verifies those whose
-signature agreement could make the top k (``worth_verifying``). A containment query verifies the
-candidates whose shared fingerprints could make the share asked (``could_contain``). Every answer
-is verified exactly on the shingle sets (``ingest.verification.verify_overlaps``), so precision is
+matter (``_sharing``). A top-k query keeps only the candidates that share enough fingerprints to
+hold the floor's share of the text (an answer does: Jaccard is at most containment), ranks them
+by the Jaccard their shared fingerprints and sizes suggest, reads the signatures of the best
+``SIGNED_MAX`` and verifies those whose signature agreement could make the top k
+(``worth_verifying``). A containment query verifies the candidates whose shared fingerprints could
+make the share asked (``could_contain``), and the long ones (``LARGE``). Every answer is verified
+exactly on the shingle sets (``ingest.verification.verify_overlaps``), so precision is
 1 and recall is what the candidates hold: certain for a shared run of text of about
 ``WINDOW + 2k`` characters, likely for a stored text with a fingerprint inside any shared run.
 """
@@ -102,7 +104,9 @@ def nearest(
     with transaction(scope.conn):
         read_snapshot(scope.conn)
         shingles = sketch.shingles[0]
-        ids, shared, sizes, _ = _sharing(scope, shingles, config.params.k, floor)
+        # An answer holds at least ``floor`` of the text's shingles (J <= its containment), so a
+        # candidate that shares too few fingerprints for that is left in the database.
+        ids, shared, sizes, _ = _sharing(scope, shingles, config.params.k, floor, least=floor)
         if ids.size:
             # Rank by estimated Jaccard, not by shared fingerprints: a long stored text shares
             # many fingerprints with a short query yet is far from it. First by what the shared
@@ -178,15 +182,23 @@ def containing(
         # Within: a short stored text can be all boilerplate, so every tier of commonness is read
         # (a bound of 0). Contains: the common share of a short text's few fingerprints is a rough
         # measure of its containment, hence the slack.
+        contains = way == "contains"
+        # A stored text many times longer can hold most of the text's shingles scattered, with no
+        # shared run for fingerprints to show: each such candidate is kept whatever it shares.
+        large = LARGE * int(shingles.values.size)
         ids, shared, sizes, uncounted = _sharing(
-            scope, shingles, config.params.k, threshold if way == "contains" else 0.0, Z_BOUND
+            scope,
+            shingles,
+            config.params.k,
+            threshold if contains else 0.0,
+            Z_BOUND,
+            least=threshold if contains else 0.0,
+            large=large if contains else None,
         )
-        if way == "contains":
+        if contains:
             _, own = fingerprints(shingles, config.params.k)
             kept = could_contain(shared, np.full(ids.size, float(max(own.size, 1))), threshold, uncounted)
-            # A stored text many times longer can hold most of the text's shingles scattered,
-            # with no shared run for fingerprints to show: verify each such candidate.
-            kept = distinct(np.concatenate([kept, np.flatnonzero(sizes >= LARGE * shingles.values.size)]))
+            kept = distinct(np.concatenate([kept, np.flatnonzero(sizes >= large)]))
         else:
             kept = could_contain(shared, sizes * np.float64(2.0 / (WINDOW + 1)), threshold, uncounted)
         ids = ids[kept]
@@ -210,16 +222,24 @@ def _text(text: object) -> str:
 
 
 def _sharing(
-    scope: Scope, shingles: Ragged, step: int, bound: float, slack: float = 0.0
+    scope: Scope,
+    shingles: Ragged,
+    step: int,
+    bound: float,
+    slack: float = 0.0,
+    least: float = 0.0,
+    large: int | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """(content, fingerprints shared, shingle count) of the stored contents sharing a fingerprint
     with the probes of a text (``shingles``, one row), and how many of its own fingerprints were
-    too common to count. It counts the
-    fingerprints held by at most each of ``TIERS`` contents in turn, and reads the next tier only
-    while those past this one make at least ``bound`` of the text's own (their count taken as
-    Poisson, ``slack`` standard deviations and one fingerprint up: a short text has few). A stored
-    text that shares only those (a family's boilerplate) shares at most that share of them, about
-    its containment of the text, which bounds its Jaccard too (approximate)."""
+    too common to count. It counts the fingerprints held by at most each of ``TIERS`` contents in
+    turn, and reads the next tier only while those past this one make at least ``bound`` of the
+    text's own (their count taken as Poisson, ``slack`` standard deviations and one fingerprint
+    up: a short text has few). A stored text that shares only those (a family's boilerplate)
+    shares at most that share of them, about its containment of the text, which bounds its
+    Jaccard too (approximate). With ``least``, only the contents whose count could reach that
+    share of the text's own fingerprints that are counted (``Z_BOUND`` Poisson deviations up), and
+    those of at least ``large`` shingles, come back (approximate)."""
     _, own = fingerprints(shingles, step)
     keys = probes(shingles, step)
     empty = np.empty(0, np.int64)
@@ -227,7 +247,7 @@ def _sharing(
     if keys.size == 0:
         return empty, empty, empty, held
     for cap in TIERS:
-        ids, shared, sizes, common = stored_fingerprints.sharing(scope, keys, cap)
+        ids, shared, sizes, common = stored_fingerprints.sharing(scope, keys, cap, own, least, Z_BOUND, large)
         held = int(np.count_nonzero(np.isin(own, common)))
         if held + slack * np.sqrt(held) + 1.0 < bound * own.size:
             break

@@ -60,3 +60,78 @@ def test_sharing_counts_each_content_and_names_the_common_fingerprints(make_inde
     assert sorted(got.tolist()) == sorted(ids.tolist())
     for i, row in zip(got[order].tolist(), sigs[order], strict=True):
         assert (row == want[first[i]]).all()
+
+
+def _lookup_definition(index: Any) -> str:
+    scope = index._scope
+    row = scope.conn.execute(
+        "SELECT pg_get_indexdef(to_regclass(%s))", (scope.sql("{bucket_index_q}").as_string(scope.conn),)
+    ).fetchone()
+    return str(row[0]) if row and row[0] else ""
+
+
+def test_holders_are_read_from_the_lookup_index_alone_only_where_neighbours_are_kept(make_index: Any) -> None:
+    docs = planted_corpus(30, 3, seed=11)
+    plain, kept = make_index(), make_index(neighbours=True)
+    for index in (plain, kept):
+        index.add(docs)
+        # A later batch into an indexed partition, and a rebuild, keep the index's kind.
+        index.add([("late", docs[0][1] + " and a late line")])
+    assert "INCLUDE" not in _lookup_definition(plain)  # a collection without neighbours pays nothing
+    assert _lookup_definition(kept).endswith("(bucket) INCLUDE (content_id)")
+    kept.rebuild(bands=kept.params.bands - 2, rows=kept.params.rows)
+    assert _lookup_definition(kept).endswith("(bucket) INCLUDE (content_id)")
+    scope = kept._scope
+    probe = np.asarray([int(fp) for fp in _stored_fingerprints(kept)[:5]], dtype=np.int64)
+    with transaction(scope.conn):
+        scope.conn.execute("SET LOCAL enable_seqscan = off")
+        scope.conn.execute("SET LOCAL enable_bitmapscan = off")
+        plan = "\n".join(
+            r[0]
+            for r in scope.conn.execute(
+                scope.sql("EXPLAIN SELECT content_id FROM {buckets_p} b WHERE b.bucket = ANY(%s)"),
+                (probe.tolist(),),
+            ).fetchall()
+        )
+    assert "Index Only Scan" in plan, plan
+
+
+def _stored_fingerprints(index: Any) -> list[int]:
+    scope = index._scope
+    return [
+        int(r[0])
+        for r in scope.conn.execute(
+            scope.sql("SELECT bucket FROM {buckets_p} WHERE band = -1 ORDER BY bucket LIMIT 20")
+        ).fetchall()
+    ]
+
+
+def test_sharing_returns_only_the_contents_that_could_hold_the_share_asked(make_index: Any) -> None:
+    docs = planted_corpus(12, 4, seed=3)
+    docs += [
+        (f"b{n}", f"entry {n} " * 2 + "shared boilerplate of one package family " * 5) for n in range(12)
+    ]
+    index = make_index(neighbours=True)
+    index.add(docs)
+    sketcher = Sketcher(index.params)
+    scope = index._scope
+    shingled = sketcher.shingles([t for _, t in docs], unique=False)
+    rows, fp = fingerprints(shingled, index.params.k)
+    dropped = kept_some = 0
+    for query in (0, 5, len(docs) - 1):
+        own = np.unique(fp[rows == query])
+        probe = np.unique(np.concatenate([own, fp[rows == (query + 1) % len(docs)][:3]]))
+        for cap, share, slack in ((1_000, 0.3, 3.0), (1_000, 0.8, 0.0), (4, 0.5, 3.0), (1_000, 0.0, 0.0)):
+            with transaction(scope.conn):
+                all_ids, all_shared, _, common = stored.sharing(scope, probe, cap)
+                ids, shared, _, common_too = stored.sharing(scope, probe, cap, own, share, slack)
+            assert common.tolist() == common_too.tolist()
+            counted = own.size - np.isin(own, common).sum()
+            keep = all_shared + slack * np.sqrt(all_shared) + 1 >= share * counted
+            assert dict(zip(ids.tolist(), shared.tolist(), strict=True)) == dict(
+                zip(all_ids[keep].tolist(), all_shared[keep].tolist(), strict=True)
+            )
+            dropped += int((~keep).sum())
+            kept_some += int(keep.sum())
+    assert dropped  # the filter was put to the test both ways
+    assert kept_some

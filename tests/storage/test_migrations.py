@@ -314,16 +314,16 @@ def test_a_schema_behind_or_ahead_is_refused_without_and_with_alembic(
 ) -> None:
     migrate.upgrade(database_url, fresh_schema, "0008")
     with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
-        with pytest.raises(SchemaError, match="at revision 0008, this neardup needs 0010"):
+        with pytest.raises(SchemaError, match="at revision 0008, this neardup needs 0011"):
             migrate.require_head(conn, fresh_schema)
         conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0099",))
         with pytest.raises(SchemaError, match="at revision 0099"):
             migrate.require_head(conn, fresh_schema)
-        conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0010",))
+        conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0011",))
         migrate.require_head(conn, fresh_schema)
     assert not migrate.is_head("0008")
     assert not migrate.is_head(None)
-    assert migrate.is_head("0010")
+    assert migrate.is_head("0011")
 
 
 def test_opening_an_index_at_the_head_imports_no_alembic(database_url: str, fresh_schema: str) -> None:
@@ -347,3 +347,35 @@ def test_opening_an_index_at_the_head_imports_no_alembic(database_url: str, fres
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[('a', 1.0)] []"
+
+
+def test_0011_gives_the_lookup_index_band_and_content_only_where_neighbours_are_kept(
+    database_url: str, fresh_schema: str
+) -> None:
+    docs = [("a", "a story about the storm that cut power to forty thousand homes"), ("b", "another text")]
+    for name, neighbours in (("plain", False), ("kept", True)):
+        with Index.create(database_url, name, 0.5, schema=fresh_schema, neighbours=neighbours) as index:
+            index.add(docs)
+    query = (
+        "SELECT c.name, pg_get_indexdef(i.indexrelid) FROM pg_index i "
+        "JOIN pg_class t ON t.oid = i.indrelid JOIN pg_namespace n ON n.oid = t.relnamespace "
+        f"JOIN \"{fresh_schema}\".collections c ON t.relname IN ('buckets_c' || c.collection_id, "
+        "'contents_c' || c.collection_id) WHERE n.nspname = %s "
+        "AND pg_get_indexdef(i.indexrelid) ~ '\\((bucket|shingle_count)\\)'"
+    )
+
+    def definitions() -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        with psycopg.connect(psycopg_url(database_url)) as conn:
+            for name, d in conn.execute(query, (fresh_schema,)):
+                found.setdefault(name, []).append(d.split(" USING btree ")[1])
+        return {name: sorted(d) for name, d in found.items()}
+
+    after = {"plain": ["(bucket)"], "kept": ["(bucket) INCLUDE (content_id)", "(shingle_count)"]}
+    assert definitions() == after
+    migrate.downgrade(database_url, fresh_schema, "0010")
+    assert definitions() == {"plain": ["(bucket)"], "kept": ["(bucket)"]}
+    migrate.upgrade(database_url, fresh_schema)
+    assert definitions() == after
+    with Index.open(database_url, "kept", schema=fresh_schema) as index:
+        assert [d for d, _ in index.query(docs[0][1], k=2)] == ["a"]

@@ -203,7 +203,7 @@ class Bulk:
     def groups(self, ctx: BatchContext, plan: BatchPlan, rows: Rows) -> Ragged:
         _bulk_insert(ctx.scope, rows)
         groups = _grouped_shared(_shared_buckets(ctx.scope))
-        _build_index(ctx.scope)
+        _build_index(ctx.scope, ctx.config.params.neighbours)
         return groups
 
     def written(self, ctx: BatchContext, rows: Rows) -> None:
@@ -227,8 +227,8 @@ def _grouped_shared(shared: Rows) -> Ragged:
 
 
 @stage("bulk: build the bucket index")
-def _build_index(scope: Scope) -> None:
-    buckets.create_index(scope)
+def _build_index(scope: Scope, fingerprints: bool) -> None:
+    buckets.create_index(scope, fingerprints)
 
 
 @dataclass(frozen=True)
@@ -249,7 +249,7 @@ class Deferred:
             _wait_documents(self.documents_written)
         _insert_unindexed(ctx.scope, rows)
         if self.memory.rows >= DEFERRED_ROWS:
-            _build_deferred_index(ctx.scope)
+            _build_deferred_index(ctx.scope, ctx.config.params.neighbours)
             self.deferral.memory = None
 
 
@@ -267,8 +267,8 @@ def _wait_documents(documents_written: Future[None]) -> None:
 
 
 @stage("build the deferred bucket index")
-def _build_deferred_index(scope: Scope) -> None:
-    buckets.create_index(scope)
+def _build_deferred_index(scope: Scope, fingerprints: bool) -> None:
+    buckets.create_index(scope, fingerprints)
 
 
 @stage("deferred: COPY bucket rows, no index")

@@ -234,7 +234,7 @@ def reband(ctx: BatchContext) -> None:
     if ctx.config.params.neighbours:
         _refingerprint(ctx, ids)
     groups = bucket_groups(*buckets.shared_buckets(scope))
-    buckets.create_index(scope)
+    buckets.create_index(scope, ctx.config.params.neighbours)
     # In parts, so that memory follows none of a hot bucket's pairs: each part's pairs are stored
     # and folded into the components so far (``component``: each content's smallest member).
     component = everyone.copy()

@@ -52,6 +52,12 @@ Synced = tuple[AddResult, int]
 """What ``sync`` did: the add's counts, and how many documents it removed."""
 
 
+# Documents an add must write for it to vacuum the bucket partition of a collection with
+# neighbours itself: a smaller add leaves a few pages to autovacuum, whose holders are checked in
+# the heap meanwhile.
+SETTLE_AFTER = 10_000
+
+
 class Writer:
     """Writes one collection on the index's connection; a second connection probes buckets."""
 
@@ -111,7 +117,16 @@ class Writer:
             except BaseException:
                 self._abandon_deferral()
                 raise
+        if self.config.params.neighbours and total.added + total.replaced >= SETTLE_AFTER:
+            self._settle()
         return total
+
+    def _settle(self) -> None:
+        """Mark the bucket partition's pages all-visible after a large add (a VACUUM, after the
+        commit), so that top-k and containment queries read fingerprint holders from the lookup
+        index alone at once, not after autovacuum's visit."""
+        with translated(f"vacuuming the buckets of {self.name!r}"), timed("vacuum the bucket partition"):
+            buckets.vacuum(self._scope)
 
     def _batches(
         self,
@@ -226,7 +241,7 @@ class Writer:
         store.restore_clusters(ctx, counter)
         if self._deferral.memory is not None:  # one transaction: nobody else wrote meanwhile
             self._deferral.memory = None
-            buckets.create_index(ctx.scope)
+            buckets.create_index(ctx.scope, ctx.config.params.neighbours)
 
     def _end_deferral(self) -> None:
         """Build the bucket index an ingest deferred, in a transaction of its own."""
@@ -239,7 +254,7 @@ class Writer:
             transaction(self._scope.conn),
         ):
             store.lock(self._context())
-            buckets.create_index(self._scope)
+            buckets.create_index(self._scope, self.config.params.neighbours)
 
     def _abandon_deferral(self) -> None:
         """After a failed ingest, still build the deferred index if the connection allows: queries

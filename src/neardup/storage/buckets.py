@@ -51,16 +51,26 @@ def drop_index(scope: Scope) -> None:
     scope.conn.execute(scope.sql("DROP INDEX IF EXISTS {bucket_index_q}"))
 
 
-def create_index(scope: Scope) -> None:
+def create_index(scope: Scope, fingerprints: bool = False) -> None:
     """Build the lookup index after a bulk load unless it stands (another writer built it since),
     and refresh the partition's statistics. Only the holder of the collection's writer lock builds
-    or drops the index, so the check holds until the build."""
+    or drops the index, so the check holds until the build. In a collection that keeps
+    ``fingerprints`` (neighbours) the entries carry each row's content as well, so that a
+    fingerprint's holders are read from the index alone: a heap fetch a holder was most of a
+    top-k query's work."""
     # Not CREATE INDEX IF NOT EXISTS alone: it takes its share lock on the partition before it
     # looks for the name, so it would wait for a writer holding rows there before its turn
     # (hold_indexed), which waits for this writer's lock: a deadlock.
     if not has_index(scope):
-        scope.conn.execute(scope.sql("CREATE INDEX {bucket_index} ON {buckets_p} (bucket)"))
+        covering = " INCLUDE (content_id)" if fingerprints else ""
+        scope.conn.execute(scope.sql("CREATE INDEX {bucket_index} ON {buckets_p} (bucket)" + covering))
     scope.conn.execute(scope.sql("ANALYZE {buckets_p}"))
+
+
+def vacuum(scope: Scope) -> None:
+    """VACUUM the partition (outside any transaction), skipping it if another VACUUM or an index
+    build holds it: its pages become all-visible, so index-only reads need no heap."""
+    scope.conn.execute(scope.sql("VACUUM (SKIP_LOCKED) {buckets_p}"))
 
 
 def insert(
