@@ -24,8 +24,8 @@ collection's own shingles, so brute force over the whole corpus), from which:
 With ``--synthetic``, its first ``--synthetic-limit`` documents (make_corpus.py) go into a second
 collection with neighbours (or, with ``--synthetic-schema``, the collection ``syn`` already there
 is used), and one query's latency is timed there, each query once in each of ROUNDS alternating
-rounds: top 10 of stored documents' texts, and containment (C = 0.5) of excerpts; with the bytes
-a document of its neighbours.
+rounds: top 10 of stored documents' texts, containment (C = 0.5) of excerpts, and the stored
+texts within stored documents' texts (C = 0.5); with the bytes a document of its neighbours.
 Writes docs/benchmarks/neighbours.md.
 """
 
@@ -230,10 +230,12 @@ def latency(
         # Alternating rounds, each query once a round; the figures pool the rounds.
         top: list[float] = []
         contained: list[float] = []
+        within: list[float] = []
         plain: list[float] = []
         for _ in range(ROUNDS):
             top += latencies_ms(lambda t: index.query(t, k=K_TOP), texts)
             contained += latencies_ms(lambda t: index.query(t, min_containment=0.5), excerpts)
+            within += latencies_ms(lambda t: index.query(t, min_containment=0.5, direction="within"), texts)
             plain += latencies_ms(lambda t: index.query(t), texts)
     n = stats.documents
     report.say(
@@ -253,6 +255,7 @@ def latency(
             ["similar (threshold 0.8, the bands)", f"{pct(plain, 50):.2f}", f"{pct(plain, 99):.2f}"],
             [f"top {K_TOP}", f"{pct(top, 50):.2f}", f"{pct(top, 99):.2f}"],
             ["containment >= 0.5, excerpts", f"{pct(contained, 50):.2f}", f"{pct(contained, 99):.2f}"],
+            ["within >= 0.5, stored texts", f"{pct(within, 50):.2f}", f"{pct(within, 99):.2f}"],
         ],
     )
 

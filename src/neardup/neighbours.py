@@ -192,8 +192,9 @@ def containing(
             config.params.k,
             threshold if contains else 0.0,
             Z_BOUND,
-            least=threshold if contains else 0.0,
+            least=threshold,
             large=large if contains else None,
+            density=None if contains else 2.0 / (WINDOW + 1),
         )
         if contains:
             _, own = fingerprints(shingles, config.params.k)
@@ -229,6 +230,7 @@ def _sharing(
     slack: float = 0.0,
     least: float = 0.0,
     large: int | None = None,
+    density: float | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
     """(content, fingerprints shared, shingle count) of the stored contents sharing a fingerprint
     with the probes of a text (``shingles``, one row), and how many of its own fingerprints were
@@ -239,15 +241,20 @@ def _sharing(
     shares at most that share of them, about its containment of the text, which bounds its
     Jaccard too (approximate). With ``least``, only the contents whose count could reach that
     share of the text's own fingerprints that are counted (``Z_BOUND`` Poisson deviations up), and
-    those of at least ``large`` shingles, come back (approximate)."""
+    those of at least ``large`` shingles, come back; with ``density`` as well (fingerprints a
+    shingle), those whose count could reach that share of their own (``could_contain`` within)
+    (approximate)."""
     _, own = fingerprints(shingles, step)
     keys = probes(shingles, step)
     empty = np.empty(0, np.int64)
     held = 0
     if keys.size == 0:
         return empty, empty, empty, held
-    for cap in TIERS:
-        ids, shared, sizes, common = stored_fingerprints.sharing(scope, keys, cap, own, least, Z_BOUND, large)
+    # With no bound every tier is read: only the last one's answer is kept, so it alone is asked.
+    for cap in TIERS if bound > 0 else TIERS[-1:]:
+        ids, shared, sizes, common = stored_fingerprints.sharing(
+            scope, keys, cap, own, least, Z_BOUND, large, density
+        )
         held = int(np.count_nonzero(np.isin(own, common)))
         if held + slack * np.sqrt(held) + 1.0 < bound * own.size:
             break

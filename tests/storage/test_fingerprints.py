@@ -111,27 +111,48 @@ def test_sharing_returns_only_the_contents_that_could_hold_the_share_asked(make_
     docs += [
         (f"b{n}", f"entry {n} " * 2 + "shared boilerplate of one package family " * 5) for n in range(12)
     ]
+    docs += [(f"s{n}", "shared boilerplate of one package family") for n in range(3)]  # short, within
     index = make_index(neighbours=True)
     index.add(docs)
     sketcher = Sketcher(index.params)
     scope = index._scope
     shingled = sketcher.shingles([t for _, t in docs], unique=False)
     rows, fp = fingerprints(shingled, index.params.k)
-    dropped = kept_some = 0
-    for query in (0, 5, len(docs) - 1):
+    tally = {"contains": [0, 0], "large": [0, 0], "within": [0, 0]}  # [dropped, kept]
+    for query in (0, 5, len(docs) - 4):
         own = np.unique(fp[rows == query])
         probe = np.unique(np.concatenate([own, fp[rows == (query + 1) % len(docs)][:3]]))
         for cap, share, slack in ((1_000, 0.3, 3.0), (1_000, 0.8, 0.0), (4, 0.5, 3.0), (1_000, 0.0, 0.0)):
             with transaction(scope.conn):
-                all_ids, all_shared, _, common = stored.sharing(scope, probe, cap)
-                ids, shared, _, common_too = stored.sharing(scope, probe, cap, own, share, slack)
-            assert common.tolist() == common_too.tolist()
-            counted = own.size - np.isin(own, common).sum()
-            keep = all_shared + slack * np.sqrt(all_shared) + 1 >= share * counted
-            assert dict(zip(ids.tolist(), shared.tolist(), strict=True)) == dict(
-                zip(all_ids[keep].tolist(), all_shared[keep].tolist(), strict=True)
-            )
-            dropped += int((~keep).sum())
-            kept_some += int(keep.sum())
-    assert dropped  # the filter was put to the test both ways
-    assert kept_some
+                all_ids, all_shared, all_sizes, common = stored.sharing(scope, probe, cap)
+                held = int(np.isin(own, common).sum())
+                raised = all_shared + slack * np.sqrt(all_shared) + 1
+                large = int(np.median(all_sizes)) if all_sizes.size else 1
+                modes = {
+                    "contains": (raised >= share * (own.size - held), {}),
+                    "large": (
+                        (raised >= share * (own.size - held)) | (all_sizes >= large),
+                        {"large": large},
+                    ),
+                    "within": (raised + held >= share * 0.06 * all_sizes, {"density": 0.06}),
+                }
+                for mode, (keep, extra) in modes.items():
+                    ids, shared, sizes, common_too = stored.sharing(
+                        scope, probe, cap, own, share, slack, **extra
+                    )
+                    assert common.tolist() == common_too.tolist()
+                    got = {
+                        i: (n, z)
+                        for i, n, z in zip(ids.tolist(), shared.tolist(), sizes.tolist(), strict=True)
+                    }
+                    want = zip(
+                        all_ids[keep].tolist(),
+                        all_shared[keep].tolist(),
+                        all_sizes[keep].tolist(),
+                        strict=True,
+                    )
+                    assert got == {i: (n, z) for i, n, z in want}, mode
+                    tally[mode][0] += int((~keep).sum())
+                    tally[mode][1] += int(keep.sum())
+    # Each filter was put to the test both ways.
+    assert all(dropped and kept for dropped, kept in tally.values()), tally

@@ -68,38 +68,75 @@ def sharing(
     share: float = 0.0,
     slack: float = 0.0,
     large: int | None = None,
+    density: float | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(content, fingerprints shared, shingle count) of each stored content with a fingerprint among
     ``fingerprint``, counting only the fingerprints held by at most ``cap`` contents, and those
     held by more (common): one statement, which returns a row a content, not a row a holding.
-    With ``share``, only the contents whose count, ``slack`` standard deviations and one up (as
-    Poisson), reaches ``share`` of the fingerprints of ``own`` that are counted come back, and
-    those of at least ``large`` shingles."""
+
+    With ``share`` (a filter, approximate as the Poisson model it rests on), only some come back:
+    by default those whose count, ``slack`` standard deviations and one up, reaches ``share`` of
+    the fingerprints of ``own`` that are counted, and those of at least ``large`` shingles; with
+    ``density`` (fingerprints a shingle), those whose count so raised, plus the fingerprints of
+    ``own`` that are common, reaches ``share`` of their own expected fingerprints (a stored text
+    that much within the text)."""
     # The holders are read from the lookup index alone (its entries carry the content in a
     # collection with neighbours), by the bucket key alone: a band's key equals a fingerprint with
     # probability ~2**-64, and such a row would only add a candidate, which is verified exactly.
-    # The contents that share too few are dropped before their sizes are read, a lookup each;
-    # the long ones among them come from the sizes index. No JIT: the plan's estimated cost passes
-    # jit_above_cost, but compiling it takes longer than running it.
+    # Each probe's holders are counted first, up to one past the cap, and read only where they
+    # count: a common fingerprint's are not kept. The contents that fail the filter are dropped
+    # before their sizes are read, a lookup each; the few that need no lookup (long ones for
+    # containment, short ones within) come from the sizes index. No JIT: the plan's estimated cost
+    # passes jit_above_cost, but compiling it takes longer than running it.
     scope.conn.execute("SET LOCAL jit = off")
+    head = (
+        "WITH k AS MATERIALIZED (SELECT u.f, (SELECT count(*) FROM (SELECT 1 FROM {buckets_p} b "
+        "WHERE b.bucket = u.f LIMIT %(over)s) x) AS holders FROM unnest(%(f)s::int8[]) AS u(f)), "
+        "common AS MATERIALIZED (SELECT f FROM k WHERE holders > %(cap)s), "
+        "held AS MATERIALIZED (SELECT count(*) AS n FROM common WHERE f = ANY(%(own)s::int8[])), "
+        "g AS MATERIALIZED (SELECT b.content_id, count(*) AS n FROM k CROSS JOIN LATERAL "
+        "(SELECT content_id FROM {buckets_p} b WHERE b.bucket = k.f) b "
+        "WHERE k.holders <= %(cap)s GROUP BY b.content_id), "
+    )
+    # A size read by a lookup a row (the planner, which cannot tell how few pass, would else hash
+    # the whole partition's sizes).
+    size = (
+        "(SELECT t.shingle_count FROM {contents_p} t "
+        "WHERE t.collection_id = %(c)s AND t.content_id = g.content_id)"
+    )
+    if density is None:
+        found = (
+            "found AS (SELECT g.content_id, g.n, "
+            f"{size} AS shingle_count FROM g WHERE g.n + %(slack)s * sqrt(g.n) + 1 >= %(share)s * "
+            "(cardinality(%(own)s::int8[]) - (SELECT n FROM held)) "
+            "UNION SELECT g.content_id, g.n, t.shingle_count FROM g "
+            "JOIN {contents_p} t ON t.collection_id = %(c)s AND t.content_id = g.content_id "
+            "WHERE t.shingle_count >= %(large)s) "
+        )
+    else:
+        # A stored text within: its count reaches share of its expected fingerprints, so it has
+        # at most (count + slack) / (share * density) shingles. Those sharing fewer than MANY come
+        # from the sizes index up to the bound at MANY - 1, a short range; the rest, few, by
+        # lookups. The bound is known only as the statement runs, where the planner would guess a
+        # third of the contents, and scan them all (the setting lasts to the end of the query's
+        # transaction, whose other reads go by content id).
+        scope.conn.execute("SET LOCAL enable_seqscan = off")
+        fits = "n + %(slack)s * sqrt(n) + 1 + (SELECT n FROM held) >= %(share)s * %(density)s * shingle_count"
+        found = (
+            "small AS MATERIALIZED (SELECT content_id, shingle_count FROM {contents_p} "
+            "WHERE shingle_count <= "
+            "(SELECT (%(many)s - 1 + %(slack)s * sqrt(%(many)s - 1) + 1 + n) "
+            "/ nullif(%(share)s * %(density)s, 0) FROM held) OR %(share)s * %(density)s = 0), "
+            "found AS (SELECT * FROM (SELECT g.content_id, g.n, "
+            f"{size} AS shingle_count FROM g WHERE g.n >= %(many)s) m WHERE {fits} "
+            "UNION ALL SELECT * FROM (SELECT g.content_id, g.n, t.shingle_count FROM g "
+            f"JOIN small t ON t.content_id = g.content_id WHERE g.n < %(many)s) s WHERE {fits}) "
+        )
     with scope.conn.cursor(binary=True) as cur:
+        # Never prepared: a generic plan would not see the sizes' bounds.
         row = cur.execute(
             scope.sql(
-                "WITH r AS MATERIALIZED (SELECT k.f, b.content_id FROM unnest(%(f)s::int8[]) AS k(f) "
-                "CROSS JOIN LATERAL (SELECT content_id FROM {buckets_p} b WHERE b.bucket = k.f "
-                "LIMIT %(over)s) b), "
-                "common AS MATERIALIZED (SELECT f FROM r GROUP BY f HAVING count(*) > %(cap)s), "
-                "g AS MATERIALIZED (SELECT content_id, count(*) AS n, "
-                "count(*) + %(slack)s * sqrt(count(*)) + 1 >= %(share)s * (cardinality(%(own)s::int8[]) - "
-                "(SELECT count(*) FROM common WHERE f = ANY(%(own)s::int8[]))) AS enough "
-                "FROM r WHERE f NOT IN (SELECT f FROM common) GROUP BY content_id), "
-                "found AS (SELECT g.content_id, g.n, t.shingle_count FROM g "
-                "JOIN {contents_p} t ON t.collection_id = %(c)s AND t.content_id = g.content_id "
-                "WHERE g.enough "
-                "UNION ALL SELECT g.content_id, g.n, t.shingle_count FROM g "
-                "JOIN {contents_p} t ON t.content_id = g.content_id "
-                "WHERE t.shingle_count >= %(large)s AND NOT g.enough) "
-                "SELECT array_agg(content_id), array_agg(n), array_agg(shingle_count::int8), "
+                head + found + "SELECT array_agg(content_id), array_agg(n), array_agg(shingle_count::int8), "
                 "(SELECT array_agg(f) FROM common) FROM found"
             ),
             {
@@ -111,7 +148,10 @@ def sharing(
                 "share": share,
                 "slack": slack,
                 "large": large,
+                "density": density,
+                "many": _MANY,
             },
+            prepare=False,
         ).fetchone()
     empty = np.empty(0, np.int64)
     if row is None:
@@ -119,8 +159,13 @@ def sharing(
     common = empty if row[3] is None else np.asarray(row[3], dtype=np.int64)
     if row[0] is None:
         return empty, empty, empty, common
-    found = (np.asarray(v, dtype=np.int64) for v in row[:3])
-    return (*found, common)  # type: ignore[return-value]
+    found_rows = (np.asarray(v, dtype=np.int64) for v in row[:3])
+    return (*found_rows, common)  # type: ignore[return-value]
+
+
+# A within query reads the sizes of the candidates sharing at least this many fingerprints by a
+# lookup each; those sharing fewer can only be short, and come from the sizes index.
+_MANY = 8
 
 
 def signatures(
