@@ -67,8 +67,12 @@ def test_add_killed_at_random_points_then_rerun_ends_in_the_uninterrupted_state(
     rng = random.Random(20261121)
     kills = 0
     for _ in range(6):
-        # Kill points spread over the whole run: during start-up, mid-batch, around commits.
-        delay = rng.uniform(0.0, duration)
+        # Kill points spread over the whole run: during start-up, mid-batch, around commits. A
+        # rerun only has what is left to write, so the points are spread over that share of the
+        # run (a run killed at its very end may have committed everything, and the next ones,
+        # with nothing to write, would finish before a point drawn over the whole).
+        left = 1.0 - _committed(database_url, schema, "killed") / total
+        delay = rng.uniform(0.0, duration) * left
         proc = subprocess.Popen(
             neardup_argv(database_url, schema, "killed", "add", str(source), "--batch-size", str(BATCH)),
             stdout=subprocess.DEVNULL,

@@ -235,30 +235,32 @@ def _sharing(
     """(content, fingerprints shared, shingle count) of the stored contents sharing a fingerprint
     with the probes of a text (``shingles``, one row), and how many of its own fingerprints were
     too common to count. It counts the fingerprints held by at most each of ``TIERS`` contents in
-    turn, and reads the next tier only while those past this one make at least ``bound`` of the
-    text's own (their count taken as Poisson, ``slack`` standard deviations and one fingerprint
-    up: a short text has few). A stored text that shares only those (a family's boilerplate)
-    shares at most that share of them, about its containment of the text, which bounds its
-    Jaccard too (approximate). With ``least``, only the contents whose count could reach that
-    share of the text's own fingerprints that are counted (``Z_BOUND`` Poisson deviations up), and
-    those of at least ``large`` shingles, come back; with ``density`` as well (fingerprints a
-    shingle), those whose count could reach that share of their own (``could_contain`` within)
-    (approximate)."""
+    turn (the first two in one statement), and reads the next tier only while those past this one
+    make at least ``bound`` of the text's own (their count taken as Poisson, ``slack`` standard
+    deviations and one fingerprint up: a short text has few). A stored text that shares only those
+    (a family's boilerplate) shares at most that share of them, about its containment of the
+    text, which bounds its Jaccard too (approximate). With ``least``, only the contents whose count
+    could reach that share of the text's own fingerprints that are counted (``Z_BOUND`` Poisson
+    deviations up), and those of at least ``large`` shingles, come back; with ``density`` as well
+    (fingerprints a shingle), those whose count could reach that share of their own
+    (``could_contain`` within) (approximate)."""
     _, own = fingerprints(shingles, step)
     keys = probes(shingles, step)
-    empty = np.empty(0, np.int64)
-    held = 0
     if keys.size == 0:
-        return empty, empty, empty, held
+        empty = np.empty(0, np.int64)
+        return empty, empty, empty, 0
+
+    def counted(cap: int, first: tuple[int, float, float] | None = None) -> stored_fingerprints.Sharing:
+        return stored_fingerprints.sharing(scope, keys, cap, own, least, Z_BOUND, large, density, first)
+
     # With no bound every tier is read: only the last one's answer is kept, so it alone is asked.
-    for cap in TIERS if bound > 0 else TIERS[-1:]:
-        ids, shared, sizes, common = stored_fingerprints.sharing(
-            scope, keys, cap, own, least, Z_BOUND, large, density
-        )
-        held = int(np.count_nonzero(np.isin(own, common)))
-        if held + slack * np.sqrt(held) + 1.0 < bound * own.size:
-            break
-    return ids, shared, sizes, held
+    # Else the first two tiers are one statement, which counts under the first where it may.
+    found = counted(TIERS[-1]) if bound <= 0 else counted(TIERS[1], (TIERS[0], bound, slack))
+    held = int(np.count_nonzero(np.isin(own, found.common)))
+    if found.cap == TIERS[1] and held + slack * np.sqrt(held) + 1.0 >= bound * own.size:
+        found = counted(TIERS[2])
+        held = int(np.count_nonzero(np.isin(own, found.common)))
+    return found.ids, found.shared, found.sizes, held
 
 
 def _verified(

@@ -41,7 +41,7 @@ def test_sharing_counts_each_content_and_names_the_common_fingerprints(make_inde
     commons = []
     for cap in (1, 5, 1_000):
         with transaction(scope.conn):
-            ids, shared, sizes, common = stored.sharing(scope, probe, cap)
+            ids, shared, sizes, common, _ = stored.sharing(scope, probe, cap)
         expected_common = {f for f in distinct_fp.tolist() if len(holders[f]) > cap}
         commons.append(expected_common)
         assert set(common.tolist()) == expected_common
@@ -124,7 +124,7 @@ def test_sharing_returns_only_the_contents_that_could_hold_the_share_asked(make_
         probe = np.unique(np.concatenate([own, fp[rows == (query + 1) % len(docs)][:3]]))
         for cap, share, slack in ((1_000, 0.3, 3.0), (1_000, 0.8, 0.0), (4, 0.5, 3.0), (1_000, 0.0, 0.0)):
             with transaction(scope.conn):
-                all_ids, all_shared, all_sizes, common = stored.sharing(scope, probe, cap)
+                all_ids, all_shared, all_sizes, common, _ = stored.sharing(scope, probe, cap)
                 held = int(np.isin(own, common).sum())
                 raised = all_shared + slack * np.sqrt(all_shared) + 1
                 large = int(np.median(all_sizes)) if all_sizes.size else 1
@@ -137,7 +137,7 @@ def test_sharing_returns_only_the_contents_that_could_hold_the_share_asked(make_
                     "within": (raised + held >= share * 0.06 * all_sizes, {"density": 0.06}),
                 }
                 for mode, (keep, extra) in modes.items():
-                    ids, shared, sizes, common_too = stored.sharing(
+                    ids, shared, sizes, common_too, _ = stored.sharing(
                         scope, probe, cap, own, share, slack, **extra
                     )
                     assert common.tolist() == common_too.tolist()
@@ -156,3 +156,32 @@ def test_sharing_returns_only_the_contents_that_could_hold_the_share_asked(make_
                     tally[mode][1] += int(keep.sum())
     # Each filter was put to the test both ways.
     assert all(dropped and kept for dropped, kept in tally.values()), tally
+
+
+def test_the_first_two_tiers_are_one_statement_that_counts_under_the_first_where_it_may(
+    make_index: Any,
+) -> None:
+    docs = planted_corpus(10, 3, seed=5)
+    docs += [
+        (f"b{n}", f"text number {n} " * 3 + "shared boilerplate of a package family " * 4) for n in range(30)
+    ]
+    index = make_index(neighbours=True)
+    index.add(docs)
+    sketcher = Sketcher(index.params)
+    scope = index._scope
+    rows, fp = fingerprints(sketcher.shingles([t for _, t in docs], unique=False), index.params.k)
+    chosen = set()
+    for query in (0, len(docs) - 1):
+        own = np.unique(fp[rows == query])
+        for bound, slack in ((0.3, 0.0), (0.5, 3.0), (0.05, 0.0), (1.0, 0.0)):
+            with transaction(scope.conn):
+                low = stored.sharing(scope, own, 5, own, 0.3, 3.0)
+                high = stored.sharing(scope, own, 1_000, own, 0.3, 3.0)
+                both = stored.sharing(scope, own, 1_000, own, 0.3, 3.0, first=(5, bound, slack))
+            held = int(np.isin(own, low.common).sum())
+            want = low if held + slack * np.sqrt(held) + 1 < bound * own.size else high
+            assert both.cap == want.cap
+            for got, expected in zip(both[:4], want[:4], strict=True):
+                assert sorted(got.tolist()) == sorted(expected.tolist())
+            chosen.add(both.cap)
+    assert chosen == {5, 1_000}  # both ways taken

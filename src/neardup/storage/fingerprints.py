@@ -6,6 +6,8 @@ A partial index on their content ids, made only for such a collection, serves th
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 from psycopg import sql
@@ -60,6 +62,17 @@ def delete(scope: Scope, content_ids: list[int]) -> None:
         )
 
 
+class Sharing(NamedTuple):
+    """What ``sharing`` found: each content's id, fingerprints shared and shingle count; the
+    fingerprints too common to count; and the cap on holders it counted under."""
+
+    ids: npt.NDArray[np.int64]
+    shared: npt.NDArray[np.int64]
+    sizes: npt.NDArray[np.int64]
+    common: npt.NDArray[np.int64]
+    cap: int
+
+
 def sharing(
     scope: Scope,
     fingerprint: npt.NDArray[np.int64],
@@ -69,10 +82,14 @@ def sharing(
     slack: float = 0.0,
     large: int | None = None,
     density: float | None = None,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    first: tuple[int, float, float] | None = None,
+) -> Sharing:
     """(content, fingerprints shared, shingle count) of each stored content with a fingerprint among
     ``fingerprint``, counting only the fingerprints held by at most ``cap`` contents, and those
     held by more (common): one statement, which returns a row a content, not a row a holding.
+    With ``first`` = (a lower cap, bound, slack), it counts under the lower cap instead where the
+    fingerprints of ``own`` held by more than it, ``slack`` standard deviations and one up, make
+    less than ``bound`` of ``own`` (the first of a query's tiers; ``neighbours._sharing``).
 
     With ``share`` (a filter, approximate as the Poisson model it rests on), only some come back:
     by default those whose count, ``slack`` standard deviations and one up, reaches ``share`` of
@@ -92,11 +109,15 @@ def sharing(
     head = (
         "WITH k AS MATERIALIZED (SELECT u.f, (SELECT count(*) FROM (SELECT 1 FROM {buckets_p} b "
         "WHERE b.bucket = u.f LIMIT %(over)s) x) AS holders FROM unnest(%(f)s::int8[]) AS u(f)), "
-        "common AS MATERIALIZED (SELECT f FROM k WHERE holders > %(cap)s), "
+        "tier AS MATERIALIZED (SELECT CASE WHEN %(first)s::int IS NOT NULL AND n + %(tslack)s * sqrt(n) + 1 "
+        "< %(bound)s * cardinality(%(own)s::int8[]) THEN %(first)s::int ELSE %(cap)s::int END AS cap "
+        "FROM (SELECT count(*) AS n FROM k WHERE holders > coalesce(%(first)s::int, %(cap)s::int) "
+        "AND f = ANY(%(own)s::int8[])) h), "
+        "common AS MATERIALIZED (SELECT f FROM k WHERE holders > (SELECT cap FROM tier)), "
         "held AS MATERIALIZED (SELECT count(*) AS n FROM common WHERE f = ANY(%(own)s::int8[])), "
         "g AS MATERIALIZED (SELECT b.content_id, count(*) AS n FROM k CROSS JOIN LATERAL "
         "(SELECT content_id FROM {buckets_p} b WHERE b.bucket = k.f) b "
-        "WHERE k.holders <= %(cap)s GROUP BY b.content_id), "
+        "WHERE k.holders <= (SELECT cap FROM tier) GROUP BY b.content_id), "
     )
     # A size read by a lookup a row (the planner, which cannot tell how few pass, would else hash
     # the whole partition's sizes).
@@ -137,7 +158,7 @@ def sharing(
         row = cur.execute(
             scope.sql(
                 head + found + "SELECT array_agg(content_id), array_agg(n), array_agg(shingle_count::int8), "
-                "(SELECT array_agg(f) FROM common) FROM found"
+                "(SELECT array_agg(f) FROM common), (SELECT cap FROM tier) FROM found"
             ),
             {
                 "f": Int8s(fingerprint),
@@ -150,17 +171,21 @@ def sharing(
                 "large": large,
                 "density": density,
                 "many": _MANY,
+                "first": None if first is None else first[0],
+                "bound": 0.0 if first is None else first[1],
+                "tslack": 0.0 if first is None else first[2],
             },
             prepare=False,
         ).fetchone()
     empty = np.empty(0, np.int64)
     if row is None:
-        return empty, empty, empty, empty
+        return Sharing(empty, empty, empty, empty, cap)
     common = empty if row[3] is None else np.asarray(row[3], dtype=np.int64)
+    used = cap if row[4] is None else int(row[4])
     if row[0] is None:
-        return empty, empty, empty, common
-    found_rows = (np.asarray(v, dtype=np.int64) for v in row[:3])
-    return (*found_rows, common)  # type: ignore[return-value]
+        return Sharing(empty, empty, empty, common, used)
+    ids, shared, sizes = (np.asarray(v, dtype=np.int64) for v in row[:3])
+    return Sharing(ids, shared, sizes, common, used)
 
 
 # A within query reads the sizes of the candidates sharing at least this many fingerprints by a
@@ -210,4 +235,4 @@ def size(scope: Scope) -> tuple[int, int]:
     return rows, round((partition - deletion) * rows / total) + deletion + sizes
 
 
-__all__ = ["FINGERPRINT_BAND", "delete", "insert", "prepare", "sharing", "signatures", "size"]
+__all__ = ["FINGERPRINT_BAND", "Sharing", "delete", "insert", "prepare", "sharing", "signatures", "size"]
