@@ -15,9 +15,10 @@ from neardup.storage.connect import transaction
 from tests._corpus import planted_corpus
 
 
-def test_sharing_counts_each_content_and_names_the_common_fingerprints(make_index: Any) -> None:
+def _with_boilerplate(make_index: Any) -> tuple[Any, list[tuple[str, str]], Sketcher, Any, Any]:
+    """A collection with neighbours whose texts share one family's boilerplate, which makes
+    fingerprints held by many contents; its documents, sketcher and (row, fingerprint) pairs."""
     docs = planted_corpus(10, 3, seed=5)
-    # The same boilerplate in many texts makes fingerprints held by many contents.
     docs += [
         (f"b{n}", f"text number {n} " * 3 + "shared boilerplate of a package family " * 4) for n in range(30)
     ]
@@ -25,6 +26,11 @@ def test_sharing_counts_each_content_and_names_the_common_fingerprints(make_inde
     index.add(docs)
     sketcher = Sketcher(index.params)
     rows, fp = fingerprints(sketcher.shingles([t for _, t in docs], unique=False), index.params.k)
+    return index, docs, sketcher, rows, fp
+
+
+def test_sharing_counts_each_content_and_names_the_common_fingerprints(make_index: Any) -> None:
+    index, docs, sketcher, rows, fp = _with_boilerplate(make_index)
     scope = index._scope
     names = {d: n for n, (d, _) in enumerate(docs)}
     content = {
@@ -161,15 +167,8 @@ def test_sharing_returns_only_the_contents_that_could_hold_the_share_asked(make_
 def test_the_first_two_tiers_are_one_statement_that_counts_under_the_first_where_it_may(
     make_index: Any,
 ) -> None:
-    docs = planted_corpus(10, 3, seed=5)
-    docs += [
-        (f"b{n}", f"text number {n} " * 3 + "shared boilerplate of a package family " * 4) for n in range(30)
-    ]
-    index = make_index(neighbours=True)
-    index.add(docs)
-    sketcher = Sketcher(index.params)
+    index, docs, _, rows, fp = _with_boilerplate(make_index)
     scope = index._scope
-    rows, fp = fingerprints(sketcher.shingles([t for _, t in docs], unique=False), index.params.k)
     chosen = set()
     for query in (0, len(docs) - 1):
         own = np.unique(fp[rows == query])
