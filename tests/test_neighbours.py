@@ -271,20 +271,6 @@ def test_worth_verifying_keeps_every_candidate_that_could_make_the_top_k(
             assert best in set(kept.tolist())
 
 
-@given(st.lists(st.integers(0, 60), min_size=1, max_size=30), st.floats(0.05, 1.0))
-def test_could_contain_keeps_what_shares_enough_and_drops_what_cannot(
-    shared: list[int], threshold: float
-) -> None:
-    s = np.asarray(shared, dtype=np.int64)
-    expected = np.full(s.size, 40.0)
-    kept = set(nb.could_contain(s, expected, threshold).tolist())
-    for i, n in enumerate(shared):
-        if n >= threshold * 40:
-            assert i in kept
-        if n + nb.Z_BOUND * np.sqrt(n) + 1 < threshold * 40:
-            assert i not in kept
-
-
 def test_fingerprint_jaccard_is_one_for_the_same_text_and_falls_with_length() -> None:
     size = 1_000
     per = (nb.WINDOW + 1) / 2

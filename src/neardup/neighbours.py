@@ -9,10 +9,10 @@ hold the floor's share of the text (an answer does: Jaccard is at most containme
 by the Jaccard their shared fingerprints and sizes suggest, reads the signatures of the best
 ``SIGNED_MAX`` and verifies those whose signature agreement could make the top k
 (``worth_verifying``). A containment query verifies the candidates whose shared fingerprints could
-make the share asked (``could_contain``), and the long ones (``LARGE``). Every answer is verified
-exactly on the shingle sets (``ingest.verification.verify_overlaps``), so precision is
-1 and recall is what the candidates hold: certain for a shared run of text of about
-``WINDOW + 2k`` characters, likely for a stored text with a fingerprint inside any shared run.
+make the share asked, and the long ones (``LARGE``). Every answer is verified exactly on the
+shingle sets (``ingest.verification.verify_overlaps``), so precision is 1 and recall is what the
+candidates hold: certain for a shared run of text of about ``WINDOW + 2k`` characters, likely for
+a stored text with a fingerprint inside any shared run.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.config import IndexConfig
-from neardup.core.distinct import distinct
 from neardup.core.fingerprints import WINDOW, fingerprints, probes
 from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketcher
@@ -135,17 +134,6 @@ def fingerprint_jaccard(
     return overlap / union  # type: ignore[no-any-return]
 
 
-def could_contain(
-    shared: npt.NDArray[np.int64], expected: npt.NDArray[np.float64], threshold: float, uncounted: int = 0
-) -> npt.NDArray[np.int64]:
-    """Positions of the candidates whose ``shared`` fingerprints could make a containment of at
-    least ``threshold``, where a whole containment would share about ``expected``: the count is
-    taken as Poisson, ``Z_BOUND`` standard deviations up, and each of ``uncounted`` fingerprints
-    (too common to count) as shared too (approximate)."""
-    high = shared + Z_BOUND * np.sqrt(shared) + 1.0 + uncounted
-    return np.flatnonzero(high >= threshold * expected)
-
-
 def worth_verifying(
     estimates: npt.NDArray[np.float64], k: int, floor: float, num_perm: int
 ) -> npt.NDArray[np.int64]:
@@ -186,7 +174,9 @@ def containing(
         # A stored text many times longer can hold most of the text's shingles scattered, with no
         # shared run for fingerprints to show: each such candidate is kept whatever it shares.
         large = LARGE * int(shingles.values.size)
-        ids, shared, sizes, uncounted = _sharing(
+        # The statement keeps only the candidates whose shared fingerprints could make the share
+        # asked (of the text's own, or of a stored text's expected ones within), and the long ones.
+        ids, _, _, _ = _sharing(
             scope,
             shingles,
             config.params.k,
@@ -196,13 +186,6 @@ def containing(
             large=large if contains else None,
             density=None if contains else 2.0 / (WINDOW + 1),
         )
-        if contains:
-            _, own = fingerprints(shingles, config.params.k)
-            kept = could_contain(shared, np.full(ids.size, float(max(own.size, 1))), threshold, uncounted)
-            kept = distinct(np.concatenate([kept, np.flatnonzero(sizes >= large)]))
-        else:
-            kept = could_contain(shared, sizes * np.float64(2.0 / (WINDOW + 1)), threshold, uncounted)
-        ids = ids[kept]
         overlaps, names = _verified(scope, sketcher, text, ids)
     share = (overlaps.contained() if way == "contains" else overlaps.within()).tolist()
     jaccard = overlaps.jaccard().tolist()
@@ -242,8 +225,8 @@ def _sharing(
     text, which bounds its Jaccard too (approximate). With ``least``, only the contents whose count
     could reach that share of the text's own fingerprints that are counted (``Z_BOUND`` Poisson
     deviations up), and those of at least ``large`` shingles, come back; with ``density`` as well
-    (fingerprints a shingle), those whose count could reach that share of their own
-    (``could_contain`` within) (approximate)."""
+    (fingerprints a shingle), those whose count could reach that share of their own expected
+    fingerprints (a stored text within) (approximate)."""
     _, own = fingerprints(shingles, step)
     keys = probes(shingles, step)
     if keys.size == 0:

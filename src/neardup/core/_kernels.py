@@ -797,6 +797,14 @@ def lists_meet(values: np.ndarray, offsets: np.ndarray, left: np.ndarray, right:
     return out
 
 
+@_jit(inline="always")
+def _both_leave(size_a: int, at_a: int, size_b: int, at_b: int, share: float) -> bool:
+    """Whether sets of sizes ``size_a`` and ``size_b``, at positions ``at_a`` and ``at_b``, each
+    leave at least ceil(share * (|A| + |B|)) shingles from there on."""
+    need = np.ceil(share * (size_a + size_b) - 1e-9)
+    return bool(size_a - at_a >= need and size_b - at_b >= need)
+
+
 @_kernel(lambda members, position, size, offsets, first_new, share: _group_work(members, offsets))
 def positional_pairs(
     members: np.ndarray,
@@ -814,8 +822,7 @@ def positional_pairs(
         for j in range(lo, hi):
             if members[j] >= first_new:
                 for i in range(lo, j):
-                    need = np.ceil(share * (size[i] + size[j]) - 1e-9)
-                    if size[i] - position[i] >= need and size[j] - position[j] >= need:
+                    if _both_leave(size[i], position[i], size[j], position[j], share):
                         count += 1
     out = np.empty((count, 2), dtype=np.int64)
     k = 0
@@ -824,8 +831,7 @@ def positional_pairs(
         for j in range(lo, hi):
             if members[j] >= first_new:
                 for i in range(lo, j):
-                    need = np.ceil(share * (size[i] + size[j]) - 1e-9)
-                    if size[i] - position[i] >= need and size[j] - position[j] >= need:
+                    if _both_leave(size[i], position[i], size[j], position[j], share):
                         out[k, 0] = members[i]
                         out[k, 1] = members[j]
                         k += 1

@@ -73,6 +73,63 @@ class Sharing(NamedTuple):
     cap: int
 
 
+# The statement of ``sharing``, in parts. Each probe's holders are counted first, up to one past the
+# cap, in an index-only scan that keeps nothing (k), and read only where they count (g): a common
+# fingerprint's are not kept. The holders come from the lookup index alone (its entries carry the
+# content in a collection with neighbours), by the bucket key alone: a band's key equals a
+# fingerprint with probability ~2**-64, and such a row would only add a candidate, which is
+# verified exactly. The tier is the lower cap where the text's own common fingerprints allow it.
+_COUNTED = (
+    "WITH k AS MATERIALIZED (SELECT u.f, (SELECT count(*) FROM (SELECT 1 FROM {buckets_p} b "
+    "WHERE b.bucket = u.f LIMIT %(over)s) x) AS holders FROM unnest(%(f)s::int8[]) AS u(f)), "
+    "tier AS MATERIALIZED (SELECT CASE WHEN %(first)s::int IS NOT NULL AND n + %(tslack)s * sqrt(n) + 1 "
+    "< %(bound)s * cardinality(%(own)s::int8[]) THEN %(first)s::int ELSE %(cap)s::int END AS cap "
+    "FROM (SELECT count(*) AS n FROM k WHERE holders > coalesce(%(first)s::int, %(cap)s::int) "
+    "AND f = ANY(%(own)s::int8[])) h), "
+    "common AS MATERIALIZED (SELECT f FROM k WHERE holders > (SELECT cap FROM tier)), "
+    "held AS MATERIALIZED (SELECT count(*) AS n FROM common WHERE f = ANY(%(own)s::int8[])), "
+    "g AS MATERIALIZED (SELECT b.content_id, count(*) AS n FROM k CROSS JOIN LATERAL "
+    "(SELECT content_id FROM {buckets_p} b WHERE b.bucket = k.f) b "
+    "WHERE k.holders <= (SELECT cap FROM tier) GROUP BY b.content_id), "
+)
+# A candidate's size, read by a lookup a row once it passes the filter (the planner, which cannot
+# tell how few pass, would else hash the whole partition's sizes).
+_SIZE = (
+    "(SELECT t.shingle_count FROM {contents_p} t "
+    "WHERE t.collection_id = %(c)s AND t.content_id = g.content_id)"
+)
+# Top-k and contains: the filter, and the long candidates kept whatever they share, from the sizes
+# index.
+_CONTAINED = (
+    f"found AS (SELECT g.content_id, g.n, {_SIZE} AS shingle_count FROM g "
+    "WHERE g.n + %(slack)s * sqrt(g.n) + 1 "
+    ">= %(share)s * (cardinality(%(own)s::int8[]) - (SELECT n FROM held)) "
+    "UNION SELECT g.content_id, g.n, t.shingle_count FROM g "
+    "JOIN {contents_p} t ON t.collection_id = %(c)s AND t.content_id = g.content_id "
+    "WHERE t.shingle_count >= %(large)s) "
+)
+# Within: a stored text's count reaches share of its expected fingerprints, so it has at most
+# (count + slack) / (share * density) shingles. Those sharing fewer than _MANY come from the sizes
+# index up to the bound at _MANY - 1, a short range; the rest, few, by a lookup each.
+_FITS = "n + %(slack)s * sqrt(n) + 1 + (SELECT n FROM held) >= %(share)s * %(density)s * shingle_count"
+_WITHIN = (
+    "small AS MATERIALIZED (SELECT content_id, shingle_count FROM {contents_p} WHERE shingle_count <= "
+    "(SELECT (%(many)s - 1 + %(slack)s * sqrt(%(many)s - 1) + 1 + n) "
+    "/ nullif(%(share)s * %(density)s, 0) FROM held) OR %(share)s * %(density)s = 0), "
+    f"found AS (SELECT * FROM (SELECT g.content_id, g.n, {_SIZE} AS shingle_count FROM g "
+    f"WHERE g.n >= %(many)s) m WHERE {_FITS} "
+    "UNION ALL SELECT * FROM (SELECT g.content_id, g.n, t.shingle_count FROM g "
+    f"JOIN small t ON t.content_id = g.content_id WHERE g.n < %(many)s) s WHERE {_FITS}) "
+)
+_RESULT = (
+    "SELECT array_agg(content_id), array_agg(n), array_agg(shingle_count::int8), "
+    "(SELECT array_agg(f) FROM common), (SELECT cap FROM tier) FROM found"
+)
+# A within query reads the sizes of the candidates sharing at least this many fingerprints by a
+# lookup each; those sharing fewer can only be short, and come from the sizes index.
+_MANY = 8
+
+
 def sharing(
     scope: Scope,
     fingerprint: npt.NDArray[np.int64],
@@ -97,69 +154,19 @@ def sharing(
     ``density`` (fingerprints a shingle), those whose count so raised, plus the fingerprints of
     ``own`` that are common, reaches ``share`` of their own expected fingerprints (a stored text
     that much within the text)."""
-    # The holders are read from the lookup index alone (its entries carry the content in a
-    # collection with neighbours), by the bucket key alone: a band's key equals a fingerprint with
-    # probability ~2**-64, and such a row would only add a candidate, which is verified exactly.
-    # Each probe's holders are counted first, up to one past the cap, and read only where they
-    # count: a common fingerprint's are not kept. The contents that fail the filter are dropped
-    # before their sizes are read, a lookup each; the few that need no lookup (long ones for
-    # containment, short ones within) come from the sizes index. No JIT: the plan's estimated cost
-    # passes jit_above_cost, but compiling it takes longer than running it.
+    # No JIT: the plan's estimated cost passes jit_above_cost, but compiling it takes longer than
+    # running it.
     scope.conn.execute("SET LOCAL jit = off")
-    head = (
-        "WITH k AS MATERIALIZED (SELECT u.f, (SELECT count(*) FROM (SELECT 1 FROM {buckets_p} b "
-        "WHERE b.bucket = u.f LIMIT %(over)s) x) AS holders FROM unnest(%(f)s::int8[]) AS u(f)), "
-        "tier AS MATERIALIZED (SELECT CASE WHEN %(first)s::int IS NOT NULL AND n + %(tslack)s * sqrt(n) + 1 "
-        "< %(bound)s * cardinality(%(own)s::int8[]) THEN %(first)s::int ELSE %(cap)s::int END AS cap "
-        "FROM (SELECT count(*) AS n FROM k WHERE holders > coalesce(%(first)s::int, %(cap)s::int) "
-        "AND f = ANY(%(own)s::int8[])) h), "
-        "common AS MATERIALIZED (SELECT f FROM k WHERE holders > (SELECT cap FROM tier)), "
-        "held AS MATERIALIZED (SELECT count(*) AS n FROM common WHERE f = ANY(%(own)s::int8[])), "
-        "g AS MATERIALIZED (SELECT b.content_id, count(*) AS n FROM k CROSS JOIN LATERAL "
-        "(SELECT content_id FROM {buckets_p} b WHERE b.bucket = k.f) b "
-        "WHERE k.holders <= (SELECT cap FROM tier) GROUP BY b.content_id), "
-    )
-    # A size read by a lookup a row (the planner, which cannot tell how few pass, would else hash
-    # the whole partition's sizes).
-    size = (
-        "(SELECT t.shingle_count FROM {contents_p} t "
-        "WHERE t.collection_id = %(c)s AND t.content_id = g.content_id)"
-    )
-    if density is None:
-        found = (
-            "found AS (SELECT g.content_id, g.n, "
-            f"{size} AS shingle_count FROM g WHERE g.n + %(slack)s * sqrt(g.n) + 1 >= %(share)s * "
-            "(cardinality(%(own)s::int8[]) - (SELECT n FROM held)) "
-            "UNION SELECT g.content_id, g.n, t.shingle_count FROM g "
-            "JOIN {contents_p} t ON t.collection_id = %(c)s AND t.content_id = g.content_id "
-            "WHERE t.shingle_count >= %(large)s) "
-        )
-    else:
-        # A stored text within: its count reaches share of its expected fingerprints, so it has
-        # at most (count + slack) / (share * density) shingles. Those sharing fewer than MANY come
-        # from the sizes index up to the bound at MANY - 1, a short range; the rest, few, by
-        # lookups. The bound is known only as the statement runs, where the planner would guess a
-        # third of the contents, and scan them all (the setting lasts to the end of the query's
-        # transaction, whose other reads go by content id).
+    if density is not None:
+        # The bound on a short candidate's size is known only as the statement runs, where the
+        # planner would guess a third of the contents, and scan them all (the setting lasts to the
+        # end of the query's transaction, whose other reads go by content id).
         scope.conn.execute("SET LOCAL enable_seqscan = off")
-        fits = "n + %(slack)s * sqrt(n) + 1 + (SELECT n FROM held) >= %(share)s * %(density)s * shingle_count"
-        found = (
-            "small AS MATERIALIZED (SELECT content_id, shingle_count FROM {contents_p} "
-            "WHERE shingle_count <= "
-            "(SELECT (%(many)s - 1 + %(slack)s * sqrt(%(many)s - 1) + 1 + n) "
-            "/ nullif(%(share)s * %(density)s, 0) FROM held) OR %(share)s * %(density)s = 0), "
-            "found AS (SELECT * FROM (SELECT g.content_id, g.n, "
-            f"{size} AS shingle_count FROM g WHERE g.n >= %(many)s) m WHERE {fits} "
-            "UNION ALL SELECT * FROM (SELECT g.content_id, g.n, t.shingle_count FROM g "
-            f"JOIN small t ON t.content_id = g.content_id WHERE g.n < %(many)s) s WHERE {fits}) "
-        )
+    found = _CONTAINED if density is None else _WITHIN
     with scope.conn.cursor(binary=True) as cur:
         # Never prepared: a generic plan would not see the sizes' bounds.
         row = cur.execute(
-            scope.sql(
-                head + found + "SELECT array_agg(content_id), array_agg(n), array_agg(shingle_count::int8), "
-                "(SELECT array_agg(f) FROM common), (SELECT cap FROM tier) FROM found"
-            ),
+            scope.sql(_COUNTED + found + _RESULT),
             {
                 "f": Int8s(fingerprint),
                 "c": scope.collection_id,
@@ -186,11 +193,6 @@ def sharing(
         return Sharing(empty, empty, empty, common, used)
     ids, shared, sizes = (np.asarray(v, dtype=np.int64) for v in row[:3])
     return Sharing(ids, shared, sizes, common, used)
-
-
-# A within query reads the sizes of the candidates sharing at least this many fingerprints by a
-# lookup each; those sharing fewer can only be short, and come from the sizes index.
-_MANY = 8
 
 
 def signatures(
