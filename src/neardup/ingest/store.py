@@ -95,17 +95,26 @@ def advance(scope: Scope, plan: BatchPlan) -> int:
 
 
 def refresh_statistics(scope: Scope, plan: BatchPlan) -> None:
-    """Refresh the planner's statistics after a batch that grew the collection much (``ANALYZE_AFTER``)."""
+    """Refresh the planner's statistics after a batch that grew the collection much (``ANALYZE_AFTER``),
+    and the partitioned tables' own where they have none."""
+    if scope.distributed:
+        return
     grown = plan.new_ids.size
     # Contents stored before this batch: those below its ids (a batch that took its ids before
     # its turn finds them counted in the row).
-    if grown >= ANALYZE_AFTER and grown > plan.first_new - 1 and not scope.distributed:
+    if grown >= ANALYZE_AFTER and grown > plan.first_new - 1:
         _refresh(scope)
+    _parents(scope)
 
 
 @stage("refresh the planner's statistics")
 def _refresh(scope: Scope) -> None:
     statistics.refresh_planner_statistics(scope)
+
+
+@stage("the partitioned tables' statistics, where they have none")
+def _parents(scope: Scope) -> None:
+    statistics.keep_parent_statistics(scope)
 
 
 @stage("contents written before the lock, withdrawn")

@@ -100,3 +100,34 @@ def refresh_planner_statistics(scope: Scope) -> None:
     scope.conn.execute("SELECT set_config('default_statistics_target', %s, true)", (str(_STATISTICS_TARGET),))
     # SKIP_LOCKED: a partition that a VACUUM or another ANALYZE holds is left to it, not waited for.
     scope.conn.execute(scope.sql(f"ANALYZE (SKIP_LOCKED) {tables}"))
+
+
+def keep_parent_statistics(scope: Scope) -> None:
+    """ANALYZE those partitioned tables that have no statistics of their own yet while the
+    collection has rows in them. Autovacuum never analyzes a partitioned table, and the views
+    (``pair_list``, ``cluster_list``) join the partitioned tables: without their statistics the
+    planner took each join key to have 200 values, estimated a collection's pairs at tens of
+    billions of rows, and once chose a cartesian product of its documents that filled the disk.
+    Statistics kept as fractions of the rows scale as the tables grow, so once is enough. On
+    PostgreSQL 18 and later only the partitioned table is sampled (``ONLY``); before, ANALYZE also
+    analyzes every partition, once."""
+    missing = [
+        str(r[0])
+        for r in scope.conn.execute(
+            "SELECT t FROM unnest(%s::text[]) AS t WHERE NOT EXISTS "
+            "(SELECT 1 FROM pg_stats s WHERE s.schemaname = %s AND s.tablename = t AND s.inherited)",
+            (list(_PLANNED_COLUMNS), scope.schema),
+        ).fetchall()
+    ]
+    present = [table for table in missing if _has_rows(scope, table)]
+    if not present:
+        return
+    only = "ONLY " if scope.conn.info.server_version >= 180000 else ""
+    tables = ", ".join(f"{only}{{s}}.{table} ({_PLANNED_COLUMNS[table]})" for table in present)
+    scope.conn.execute("SELECT set_config('default_statistics_target', %s, true)", (str(_STATISTICS_TARGET),))
+    scope.conn.execute(scope.sql(f"ANALYZE (SKIP_LOCKED) {tables}"))
+
+
+def _has_rows(scope: Scope, table: str) -> bool:
+    row = scope.conn.execute(scope.sql(f"SELECT EXISTS (SELECT FROM {{{table}_p}})")).fetchone()
+    return bool(row and row[0])
