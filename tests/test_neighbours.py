@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from neardup import neighbours as nb
-from neardup.core.fingerprints import fingerprints, probes
+from neardup.core.fingerprints import WINDOW, fingerprints, probes
 from neardup.core.sketch import Sketcher
 from neardup.errors import ParamsError
 from tests._corpus import planted_corpus
@@ -153,6 +153,18 @@ def test_a_collection_without_neighbours_pays_nothing(make_index: Any, corpus: l
     assert sorted(with_them.pairs()) == sorted(plain.pairs())
 
 
+def test_what_neighbours_cost_is_reported_as_theirs(make_index: Any) -> None:
+    # Their rows and indexes, and the content their lookup index carries in the bands' entries too:
+    # the rest of the collection's bytes are what the same collection without neighbours takes.
+    docs = planted_corpus(500, 5, seed=11)
+    plain, with_them = make_index(), make_index(neighbours=True)
+    plain.add(docs)
+    with_them.add(docs)
+    mine, theirs = plain.stats(), with_them.stats()
+    rest = theirs.bytes_on_disk - theirs.neighbour_bytes
+    assert rest == pytest.approx(mine.bytes_on_disk, rel=0.02)
+
+
 def test_removal_and_rebuild_keep_the_fingerprints_right(filled: Any, corpus: list[tuple[str, str]]) -> None:
     part = dict(corpus)["part0"]
     before = filled.stats().neighbour_rows
@@ -273,7 +285,7 @@ def test_worth_verifying_keeps_every_candidate_that_could_make_the_top_k(
 
 def test_fingerprint_jaccard_is_one_for_the_same_text_and_falls_with_length() -> None:
     size = 1_000
-    per = (nb.WINDOW + 1) / 2
+    per = (WINDOW + 1) / 2
     same = nb.fingerprint_jaccard(np.array([round(size / per)]), np.array([size]), size)
     assert same[0] == pytest.approx(1.0, abs=0.02)
     longer = nb.fingerprint_jaccard(

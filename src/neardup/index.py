@@ -85,7 +85,8 @@ class Stats:
     neighbour_rows: int = 0
     """Text fingerprints kept for top-k and containment queries (0 unless ``neighbours``)."""
     neighbour_bytes: int = 0
-    """Their bytes on disk (their share of the bucket partition and its index, and their own index)."""
+    """Their bytes on disk: their share of the bucket partition and its index, their own indexes,
+    and the content ids the lookup index carries in the bands' entries for them (approximate)."""
 
 
 class Cluster(list[str]):
