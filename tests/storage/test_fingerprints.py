@@ -134,7 +134,7 @@ def test_sharing_returns_only_the_contents_that_could_hold_the_share_asked(make_
                 held = int(np.isin(own, common).sum())
                 raised = all_shared + slack * np.sqrt(all_shared) + 1
                 large = int(np.median(all_sizes)) if all_sizes.size else 1
-                modes = {
+                modes: dict[str, tuple[np.ndarray, dict[str, Any]]] = {
                     "contains": (raised >= share * (own.size - held), {}),
                     "large": (
                         (raised >= share * (own.size - held)) | (all_sizes >= large),
