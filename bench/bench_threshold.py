@@ -17,9 +17,11 @@ id_a id_b jaccard intersection union, can be given). For each threshold t and ea
 Each builds a collection with the ground truth's normalisation, adds every document (timed:
 documents to all verified pairs), lists its pairs and reports: recall of the truth pairs with J in
 [t, t + 0.05) with Wilson's 95% interval, beside the S-curve's mean over that bin; recall and
-precision at t; bytes a document on disk (``stats``); query p50 over ``--queries`` corpus texts;
-and LSH candidates per stored pair (distinct candidate pairs of distinct texts, from the same
-signatures computed here, over the stored pairs of distinct texts). Ratios are new / old.
+precision at t; bytes a document on disk (``stats``); query p50 over ``--queries`` corpus texts,
+after a VACUUM ANALYZE and a CHECKPOINT (``settle``), the round's builds taking turns text by text
+(``time_queries``); and LSH candidates per stored pair (distinct candidate pairs of distinct
+texts, from the same signatures computed here, over the stored pairs of distinct texts). Ratios
+are new / old.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import contextlib
 import random
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +46,6 @@ from _common import (
     Report,
     bench_schema,
     header,
-    latencies_ms,
     local_server,
     timed,
     warm_up,
@@ -128,42 +130,66 @@ def stored_keys(index: Index, position: dict[str, int]) -> np.ndarray:
     return np.unique(keys)
 
 
-def measure(
+def build(
     run: Run,
     url: str,
     schema: str,
     docs: list[tuple[str, str]],
     truth: Truth,
-    queries: list[str],
     content: np.ndarray,
     first: bool,
-) -> None:
-    """Build the variant's collection, time it, and (the first round) score its pairs."""
+) -> Index:
+    """Build the variant's collection, time it, settle it, and (the first round) score its pairs."""
     bands, rows, num_perm = run.banding
     t = run.threshold
     name = f"thr_{run.variant}_{round(t * 100)}"
     index = Index.create(
         url, name, t, schema=schema, bands=bands, rows=rows, num_perm=num_perm, **TRUTH_CONFIG
     )
-    with index:
-        seconds, _ = timed(lambda: index.add(docs))
-        run.seconds.append(seconds)
-        stats = index.stats()
-        run.bytes_per_doc.append(stats.bytes_on_disk / max(stats.documents, 1))
-        run.query_p50_ms.append(statistics.median(latencies_ms(index.query, queries)))
-        if first:
-            # Fresh statistics first, as autovacuum would give them: without, the listing's join of
-            # a just-loaded collection was planned as a parallel hash join that spilled until the
-            # disk was full.
-            with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-                conn.execute(f'ANALYZE "{schema}".pairs, "{schema}".documents, "{schema}".contents')
-            score(run, stored_keys(index, {d: i for i, (d, _) in enumerate(docs)}), truth, content, len(docs))
-    Database(url, schema).drop(name)
+    seconds, _ = timed(lambda: index.add(docs))
+    run.seconds.append(seconds)
+    stats = index.stats()
+    run.bytes_per_doc.append(stats.bytes_on_disk / max(stats.documents, 1))
+    settle(url, schema)
+    if first:
+        score(run, stored_keys(index, {d: i for i, (d, _) in enumerate(docs)}), truth, content, len(docs))
     print(
-        f"  {seconds:.1f} s, {run.bytes_per_doc[-1]:,.0f} bytes a document, query p50 "
-        f"{run.query_p50_ms[-1]:.2f} ms; in bin {run.bin_found:,} of {run.bin_pairs:,}",
+        f"  {seconds:.1f} s, {run.bytes_per_doc[-1]:,.0f} bytes a document; in bin {run.bin_found:,} of "
+        f"{run.bin_pairs:,}",
         file=sys.stderr,
     )
+    return index
+
+
+def time_queries(built: list[tuple[Run, Index]], queries: list[str]) -> None:
+    """Each build's query p50 over the same texts, the builds taking turns text by text: this
+    machine's speed drifts within a minute by more than the bandings differ, which timing each
+    build in a pass of its own took for a difference between them."""
+    times: list[list[float]] = [[] for _ in built]
+    for i, text in enumerate(queries):
+        turns = list(enumerate(built))
+        for k, (_, index) in turns if i % 2 == 0 else turns[::-1]:
+            t0 = time.perf_counter()
+            index.query(text)
+            times[k].append(1000 * (time.perf_counter() - t0))
+    for (run, _), each in zip(built, times, strict=True):
+        # The first texts warm each collection's statements up.
+        run.query_p50_ms.append(statistics.median(each[20:]))
+        print(f"  {run.variant}: query p50 {run.query_p50_ms[-1]:.2f} ms", file=sys.stderr)
+
+
+def settle(url: str, schema: str) -> None:
+    """VACUUM ANALYZE the schema's tables (the collections of the round being measured), as
+    autovacuum leaves a collection some time after a load, then CHECKPOINT: queries are timed in
+    that steady state, so that a figure depends neither on what the load left undone (hint bits,
+    the visibility map, statistics, dirty pages to write) nor on autovacuum or a checkpoint
+    starting during the timing."""
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute(
+            f'VACUUM ANALYZE "{schema}".buckets, "{schema}".signatures, "{schema}".documents, '
+            f'"{schema}".contents, "{schema}".pairs'
+        )
+        conn.execute("CHECKPOINT")
 
 
 def score(run: Run, keys: np.ndarray, truth: Truth, content: np.ndarray, n: int) -> None:
@@ -267,9 +293,16 @@ def main() -> None:
         warm_up(url, schema, **TRUTH_CONFIG)
         for t in thresholds:
             for round_ in range(args.repeats):
+                built = []
                 for v in variants if round_ % 2 == 0 else reversed(variants):
                     print(f"t = {t}, {v} ({runs[v, t].label}), round {round_ + 1} ...", file=sys.stderr)
-                    measure(runs[v, t], url, schema, docs, truth, queries, content, round_ == 0)
+                    built.append(
+                        (runs[v, t], build(runs[v, t], url, schema, docs, truth, content, round_ == 0))
+                    )
+                time_queries(built, queries)
+                for _, index in built:
+                    index.close()
+                    Database(url, schema).drop(index.name)
         report.say(
             *header(
                 "Recall at the threshold and its cost",
@@ -322,7 +355,8 @@ def main() -> None:
     report.say(f"## Cost, each variant against `{base}` at the same threshold", "")
     report.say(
         "Time: documents to all verified pairs (`add` of every document into an empty collection). "
-        "Bytes a document: `stats` bytes on disk / documents. Query p50: `query` of corpus texts. "
+        "Bytes a document: `stats` bytes on disk / documents. Query p50: `query` of corpus texts, "
+        "after a VACUUM ANALYZE and a CHECKPOINT, the round's builds taking turns text by text. "
         "Candidates per stored pair: distinct LSH candidate pairs of distinct texts / stored pairs "
         "of distinct texts.",
         "",
