@@ -105,7 +105,7 @@ def nearest(
         shingles = sketch.shingles[0]
         # An answer holds at least ``floor`` of the text's shingles (J <= its containment), so a
         # candidate that shares too few fingerprints for that is left in the database.
-        ids, shared, sizes, _ = _sharing(scope, shingles, config.params.k, floor, least=floor)
+        ids, shared, sizes = _sharing(scope, shingles, config.params.k, floor, least=floor)
         if ids.size:
             # Rank by estimated Jaccard, not by shared fingerprints: a long stored text shares
             # many fingerprints with a short query yet is far from it. First by what the shared
@@ -176,7 +176,7 @@ def containing(
         large = LARGE * int(shingles.values.size)
         # The statement keeps only the candidates whose shared fingerprints could make the share
         # asked (of the text's own, or of a stored text's expected ones within), and the long ones.
-        ids, _, _, _ = _sharing(
+        ids, _, _ = _sharing(
             scope,
             shingles,
             config.params.k,
@@ -214,16 +214,15 @@ def _sharing(
     least: float = 0.0,
     large: int | None = None,
     density: float | None = None,
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64], int]:
-    """(content, fingerprints shared, shingle count) of the stored contents sharing a fingerprint
-    with the probes of a text (``shingles``, one row), and how many of its own fingerprints were
-    too common to count. It counts the fingerprints held by at most each of ``TIERS`` contents in
-    turn (the first two in one statement), and reads the next tier only while those past this one
-    make at least ``bound`` of the text's own (their count taken as Poisson, ``slack`` standard
-    deviations and one fingerprint up: a short text has few). A stored text that shares only those
-    (a family's boilerplate) shares at most that share of them, about its containment of the
-    text, which bounds its Jaccard too (approximate). With ``least``, only the contents whose count
-    could reach that share of the text's own fingerprints that are counted (``Z_BOUND`` Poisson
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(content, fingerprints shared, shingle count) of the stored contents sharing a fingerprint with
+    the probes of a text (``shingles``, one row). It counts the fingerprints held by at most each of
+    ``TIERS`` contents in turn (the first two in one statement), and reads the next tier only while
+    those past this one make at least ``bound`` of the text's own (their count taken as Poisson,
+    ``slack`` standard deviations and one fingerprint up: a short text has few). A stored text that
+    shares only those (a family's boilerplate) shares at most that share of them, about its containment
+    of the text, which bounds its Jaccard too (approximate). With ``least``, only the contents whose
+    count could reach that share of the text's own fingerprints that are counted (``Z_BOUND`` Poisson
     deviations up), and those of at least ``large`` shingles, come back; with ``density`` as well
     (fingerprints a shingle), those whose count could reach that share of their own expected
     fingerprints (a stored text within) (approximate)."""
@@ -231,7 +230,7 @@ def _sharing(
     keys = probes(shingles, step)
     if keys.size == 0:
         empty = np.empty(0, np.int64)
-        return empty, empty, empty, 0
+        return empty, empty, empty
 
     def counted(cap: int, first: tuple[int, float, float] | None = None) -> stored_fingerprints.Sharing:
         return stored_fingerprints.sharing(scope, keys, cap, own, least, Z_BOUND, large, density, first)
@@ -239,11 +238,12 @@ def _sharing(
     # With no bound every tier is read: only the last one's answer is kept, so it alone is asked.
     # Else the first two tiers are one statement, which counts under the first where it may.
     found = counted(TIERS[-1]) if bound <= 0 else counted(TIERS[1], (TIERS[0], bound, slack))
+    # Past the second tier only while the text's fingerprints too common to count there could
+    # still make the share asked.
     held = int(np.count_nonzero(np.isin(own, found.common)))
     if found.cap == TIERS[1] and held + slack * np.sqrt(held) + 1.0 >= bound * own.size:
         found = counted(TIERS[2])
-        held = int(np.count_nonzero(np.isin(own, found.common)))
-    return found.ids, found.shared, found.sizes, held
+    return found.ids, found.shared, found.sizes
 
 
 def _verified(
