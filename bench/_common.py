@@ -1,10 +1,11 @@
 """What the benchmarks share: the corpora, the database for a run (a durable local PostgreSQL or
-the one --db names), `neardup serve` on loopback, a process tree's memory, timing (single runs,
-medians, alternated rounds) and the report (its header: date, machine, versions, command).
+the one --db names), `neardup` as a command and `neardup serve` on loopback, a process's memory,
+timing (single runs, medians, alternated rounds) and the report (its header: date, machine,
+versions, command; a page of several runs' sections).
 
-Not a benchmark itself; the ``bench_*.py`` scripts import it from this folder, and
-``_options.py`` (command-line options), ``_processes.py`` (a process measured from outside),
-``_rivals.py`` (datasketch, rensa, redis-server) and ``_autovacuum.py`` beside it.
+Not a benchmark itself; the ``bench_*.py`` scripts import it from this folder, with
+``_options.py`` (command-line options), ``_rivals.py`` (datasketch, rensa, redis-server) and
+``_autovacuum.py`` beside it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The command-line options the benchmarks share, each defined once with its help: the database
 (--db), where the report goes (--out, --out-dir), the corpora (the Debian descriptions with their
-ground truth, a make_corpus.py corpus), rounds, and the parsers of list and size values."""
+ground truth, a make_corpus.py corpus), rounds, the wait for autovacuum, and the parsers of list
+and size values."""
 
 from __future__ import annotations
 
@@ -83,6 +84,16 @@ def add_rounds(ap: argparse.ArgumentParser, default: int, *, flag: str = "--roun
     """How many rounds, the ways compared taking turns in each (``_common.alternated``)."""
     ap.add_argument(
         flag, type=int, default=default, help=f"rounds, the ways compared alternated (default {default})"
+    )
+
+
+def add_settle(ap: argparse.ArgumentParser, default: float) -> None:
+    """--settle: how long after a load to wait at most for autovacuum's pass (``_autovacuum``)."""
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=default,
+        help=f"seconds after the load to wait at most for autovacuum's first pass (default {default:g})",
     )
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from _autovacuum import autovacuumed, due_tables
 from _common import CpuMeter, Report, database, edited, header, latencies_ms, pct, synthetic_corpus
-from _options import add_db, add_out, add_synthetic, parser
+from _options import add_db, add_out, add_settle, add_synthetic, parser
 from neardup.index import Index
 from neardup.ingest import DEFAULT_BATCH_SIZE, StageClock
 from neardup.readers import checked, read_records
@@ -89,12 +89,7 @@ def main() -> None:
     add_db(ap)
     ap.add_argument("--queries", type=int, default=1000, help="queries timed one by one")
     ap.add_argument("--check", type=int, default=100_000, help="documents in the batch check")
-    ap.add_argument(
-        "--settle",
-        type=float,
-        default=900.0,
-        help="at most this many seconds after the ingest, wait for autovacuum's first pass",
-    )
+    add_settle(ap, 900)
     add_out(ap, "profile.md")
     args = ap.parse_args()
     with contextlib.ExitStack() as stack:

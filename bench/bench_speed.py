@@ -67,7 +67,7 @@ from _common import (
     read_jsonl,
     timed,
 )
-from _options import add_db, add_debian, add_out_dir, add_rounds, parser, truth_file
+from _options import add_db, add_debian, add_out_dir, add_rounds, add_settle, parser, truth_file
 from _rivals import datasketch_minhash, redis_server, rensa_minhash
 from neardup.index import Index
 from neardup.storage.connect import libpq_url
@@ -412,12 +412,7 @@ def main() -> None:
     ap.add_argument("--no-redis", action="store_true", help="skip datasketch on Redis")
     ap.add_argument("--no-trgm", action="store_true", help="skip pg_trgm")
     add_db(ap)
-    ap.add_argument(
-        "--settle",
-        type=float,
-        default=300,
-        help="seconds after neardup's load to wait at most for autovacuum before the timed queries",
-    )
+    add_settle(ap, 300)
     add_out_dir(ap)
     args = ap.parse_args()
     t = args.threshold
