@@ -504,6 +504,7 @@ def write_report(
     that a run cut short leaves the figures it has."""
     for case, out in done:
         if case.shape.corpus is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
             plot_memory(out, case.n, args.out.parent / "memory.png")
     if left:
         with contextlib.redirect_stdout(io.StringIO()):
@@ -632,9 +633,8 @@ def plot_memory(out: Outcome, n: int, path: Path) -> None:
     """The process's RSS over time, with the documents read, into a PNG."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8.5, 4.2))
-    ax.plot(
-        [t for t, _ in out.samples], [rss / 2**20 for _, rss in out.samples], color="#1f6fb4", linewidth=1.2
-    )
+    live = [(t, rss) for t, rss in out.samples if rss]  # none once the process has gone
+    ax.plot([t for t, _ in live], [rss / 2**20 for _, rss in live], color="#1f6fb4", linewidth=1.2)
     ax.axhline(out.peak_rss / 2**20, color="#1f6fb4", linestyle=":", linewidth=1)
     ax.text(0, out.peak_rss / 2**20, f" peak {mib(out.peak_rss)} MiB", va="bottom", fontsize=8)
     ax.set_xlim(0, max(out.seconds, 1e-9))
