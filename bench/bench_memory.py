@@ -54,8 +54,8 @@ import psutil
 import psycopg
 
 from _common import REPO, Report, bench_schema, free_port, header, local_server, truth_shingles, warm_up
+from neardup.config import DEFAULT_BATCH_SIZE
 from neardup.database import Database
-from neardup.ingest.writer import DEFAULT_BATCH_SIZE
 from neardup.storage.connect import libpq_url
 
 THRESHOLD = 0.8

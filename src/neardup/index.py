@@ -14,15 +14,17 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 from neardup import neighbours
 from neardup.arrow import Table, rows_of
-from neardup.config import DEFAULT_KEEP, DEFAULT_THRESHOLD, IndexConfig, check_keep
+from neardup.collection import config_of, open_collection
+from neardup.config import DEFAULT_BATCH_SIZE, DEFAULT_KEEP, DEFAULT_THRESHOLD, IndexConfig, check_keep
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import DEFAULT_NEIGHBOUR_FLOOR, Params
 from neardup.core.shingle import ShingleKind
+from neardup.core.sketch import Sketcher
 from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD
 from neardup.errors import (
     CollectionExistsError,
@@ -33,19 +35,22 @@ from neardup.errors import (
     UnicodeVersionWarning,
 )
 from neardup.evaluation import Evaluation
-from neardup.ingest import DEFAULT_BATCH_SIZE, AddResult, Writer, parallel
-from neardup.ingest.collection import config_of, open_collection
-from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.measure import evaluate
 from neardup.neighbours import Contained, Direction
 from neardup.records import Record, to_document
+from neardup.result import AddResult
 from neardup.search import CheckResult, check_all, fraction, similar
+from neardup.stages import NO_CLOCK, StageClock
 from neardup.storage import catalog, changes, citus, fingerprints, listings, migrate, statistics
 from neardup.storage import documents as document_rows
 from neardup.storage.changes import ChangesPage
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
+from neardup.storage.connections import Connections
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
 from neardup.storage.scope import Scope
+
+if TYPE_CHECKING:
+    from neardup.ingest.writer import Writer
 
 # Documents checked per round trip: one bucket probe and one read of signatures and texts each.
 CHECK_BATCH_SIZE = 10_000
@@ -160,7 +165,12 @@ class Index:
         self._scope = scope.with_collection(row.collection_id, row.distributed)
         self.name = row.name
         self.schema = scope.schema
-        self._writer = Writer(conn, url, self._scope, row.name, config_of(row))
+        self._config = config_of(row)
+        self._sketcher = Sketcher(self._config.params)
+        self._connections = Connections(url, self._scope)
+        # Made on the first write: a command that only reads (query, check, listings) never
+        # imports the ingest pipeline.
+        self._writing: Writer | None = None
         if row.unicode_version != unicodedata.unidata_version:
             warnings.warn(
                 f"collection {row.name!r} was built with Unicode {row.unicode_version}, this Python has "
@@ -171,9 +181,25 @@ class Index:
             )
 
     @property
+    def _writer(self) -> Writer:
+        """The collection's writer, made (and the ingest pipeline imported) on first use."""
+        if self._writing is None:
+            from neardup.ingest.writer import Writer
+
+            self._writing = Writer(
+                self._conn, self._url, self._scope, self.name, self._config, self._connections
+            )
+        return self._writing
+
+    @property
+    def _sketch(self) -> Sketcher:
+        """The sketcher of the collection's parameters as they are now (a rebuild changes them)."""
+        return self._sketcher if self._writing is None else self._writing.sketcher
+
+    @property
     def config(self) -> IndexConfig:
         """The collection's threshold, text storage and parameters."""
-        return self._writer.config
+        return self._config if self._writing is None else self._writing.config
 
     @property
     def params(self) -> Params:
@@ -305,7 +331,9 @@ class Index:
 
     def close(self) -> None:
         """Close the database connections."""
-        self._writer.close()
+        if self._writing is not None:
+            self._writing.close()
+        self._connections.close()
         self._conn.close()
 
     def __enter__(self) -> Index:
@@ -368,6 +396,8 @@ class Index:
                 raise ParamsError("one transaction is one writer: give batch_size=None with jobs=1")
             if clock is not NO_CLOCK:
                 raise ParamsError("a stage clock times one writer: give it with jobs=1")
+            from neardup.ingest import parallel
+
             return parallel.add(self._url, self.schema, self.name, records, jobs, batch_size, progress)
         return self._writer.add(records, batch_size, progress, clock, concurrent=concurrent)
 
@@ -458,7 +488,7 @@ class Index:
         """
         with translated(f"querying {self.name!r}"):
             if k is None and min_containment is None:
-                return similar(self._scope, self.config, self._writer.sketcher, text, min_jaccard, limit)
+                return similar(self._scope, self.config, self._sketch, text, min_jaccard, limit)
             return self._neighbours(text, min_jaccard, limit, k, min_containment, direction)
 
     def _neighbours(
@@ -488,9 +518,9 @@ class Index:
         if dry:
             return []
         if top is not None:
-            return neighbours.nearest(self._scope, self.config, self._writer.sketcher, text, top)
+            return neighbours.nearest(self._scope, self.config, self._sketch, text, top)
         assert share is not None
-        found = neighbours.containing(self._scope, self.config, self._writer.sketcher, text, share, way)
+        found = neighbours.containing(self._scope, self.config, self._sketch, text, share, way)
         return found[:limit] if limit is not None else found
 
     def check(
@@ -524,12 +554,12 @@ class Index:
             yield from check_all(
                 self._scope,
                 self.config,
-                self._writer.sketcher,
+                self._sketch,
                 checked,
                 min_jaccard,
                 limit,
                 batch_size,
-                self._writer.second_scope,
+                self._connections.second,
             )
 
     def stored(self, ids: Iterable[str]) -> set[str]:
@@ -607,7 +637,7 @@ class Index:
         counted. Reads one snapshot; needs stored texts.
         """
         with translated(f"evaluating {self.name!r}"):
-            return evaluate(self._scope, self.name, self.config, self._writer.sketcher, sample, seed, floor)
+            return evaluate(self._scope, self.name, self.config, self._sketch, sample, seed, floor)
 
 
 __all__ = [

@@ -18,14 +18,13 @@ from neardup.core.candidates import bucket_matches
 from neardup.core.distinct import distinct
 from neardup.core.lsh import distinct_keys
 from neardup.core.minhash import empty_rows
-from neardup.core.sketch import Sketch, Sketcher
+from neardup.core.sketch import SKETCH_THREADS, Sketch, Sketcher
 from neardup.errors import InputError, ParamsError
-from neardup.ingest.reading import SKETCH_THREADS
-from neardup.ingest.verification import verify_matches, verify_query
 from neardup.records import Document
 from neardup.storage import buckets, documents
 from neardup.storage.connect import transaction
 from neardup.storage.scope import Scope, export_snapshot, read_snapshot
+from neardup.verification import verify_matches, verify_query
 
 
 def similar(

@@ -15,9 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from neardup import verification
 from neardup.core import candidates
 from neardup.core.params import Params
-from neardup.ingest import hot_pairs, prework, verification
+from neardup.ingest import hot_pairs, prework
 from tests._corpus import WORDS, brute_force_pairs, components
 
 pytestmark = pytest.mark.distributed_variant

@@ -24,8 +24,8 @@ from neardup.cli.options import (
 from neardup.cli.output import check_writable, emit, output_file, rounded, staged
 
 if TYPE_CHECKING:
-    from neardup.ingest import AddResult
     from neardup.readers import BadRecord, SourceRecord
+    from neardup.result import AddResult
     from neardup.search import CheckResult
 
 # Redraw the progress line at most this often: a terminal cannot show more, and it costs a syscall.
@@ -50,8 +50,8 @@ def _progress(start: float) -> Callable[[AddResult], None]:
 
 
 def _add_options(p: argparse.ArgumentParser) -> None:
+    from neardup.config import DEFAULT_BATCH_SIZE
     from neardup.index import Index
-    from neardup.ingest import DEFAULT_BATCH_SIZE
 
     jobs = library_default(Index.add, "jobs")
     inputs(p)

@@ -25,16 +25,17 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from neardup import verification
 from neardup.core.candidates import bucket_groups, candidate_parts
 from neardup.core.lsh import bucket_rows, distinct_keys
 from neardup.core.sketch import Sketch
-from neardup.ingest import store, verification
+from neardup.ingest import store
 from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import Batch, BatchPlan, plan_batch
-from neardup.ingest.verification import Verified
 from neardup.storage import buckets, catalog
 from neardup.storage import documents as document_rows
 from neardup.storage.scope import read_snapshot
+from neardup.verification import Verified
 
 Verdicts = dict[tuple[int, int], float]
 

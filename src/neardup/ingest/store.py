@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from neardup import verification
 from neardup.core.candidates import bucket_groups, candidate_parts
 from neardup.core.cluster_ids import ALONE, NEW, SHOWN, ClusterChanges, decide_clusters
 from neardup.core.components import component_labels
@@ -17,14 +18,13 @@ from neardup.core.minhash import empty_rows
 from neardup.core.params import Params
 from neardup.core.sketch import Sketch
 from neardup.errors import CollectionNotFoundError
-from neardup.ingest import verification
 from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import Batch, BatchPlan
-from neardup.ingest.stages import stage
-from neardup.ingest.verification import Verified
+from neardup.stages import stage
 from neardup.storage import buckets, catalog, contents, fingerprints, statistics, verified_pairs
 from neardup.storage import documents as document_rows
 from neardup.storage.scope import Scope
+from neardup.verification import Verified
 
 # Similarity methods stored with each pair.
 EXACT, ESTIMATE = "exact", "estimate"

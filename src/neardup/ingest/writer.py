@@ -23,28 +23,25 @@ from contextlib import contextmanager
 import numpy as np
 import numpy.typing as npt
 
-from neardup.config import IndexConfig
+from neardup import verification
+from neardup.config import DEFAULT_BATCH_SIZE, IndexConfig
 from neardup.core.lsh import bucket_rows
 from neardup.core.sketch import Sketch, Sketcher
 from neardup.errors import InputError, ParamsError
-from neardup.ingest import hot_pairs, prework, store, verification
+from neardup.ingest import hot_pairs, prework, store
 from neardup.ingest.ahead import WritingAhead
 from neardup.ingest.context import BatchContext, Connections, on
 from neardup.ingest.members import Deferral, Members, choose, probe_early
 from neardup.ingest.plan import Batch, BatchPlan
 from neardup.ingest.prework import Prework, Verdicts
 from neardup.ingest.reading import Upcoming
-from neardup.ingest.result import AddResult
-from neardup.ingest.stages import NO_CLOCK, StageClock, stage, submit, timed, timing
 from neardup.records import Record, documents
+from neardup.result import AddResult
+from neardup.stages import NO_CLOCK, StageClock, stage, submit, timed, timing
 from neardup.storage import buckets, catalog, fingerprints
 from neardup.storage import documents as document_rows
 from neardup.storage.connect import Connection, transaction, translated
 from neardup.storage.scope import Scope
-
-# Documents per transaction in add(): large enough that COPY and the set-based statements
-# dominate, small enough that a batch's shingles and signatures stay in a few hundred MB.
-DEFAULT_BATCH_SIZE = 50_000
 
 Finish = Callable[[Connection], None]
 """What ``sync`` runs on its connection just before its transaction commits."""
@@ -61,11 +58,19 @@ SETTLE_AFTER = 10_000
 class Writer:
     """Writes one collection on the index's connection; a second connection probes buckets."""
 
-    def __init__(self, conn: Connection, url: str, scope: Scope, name: str, config: IndexConfig) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        url: str,
+        scope: Scope,
+        name: str,
+        config: IndexConfig,
+        connections: Connections | None = None,
+    ) -> None:
         self._scope, self.name = on(scope, conn), name
         self.config = config
         self.sketcher = Sketcher(config.params)
-        self._connections = Connections(url, self._scope)
+        self._connections = Connections(url, self._scope) if connections is None else connections
         self._deferral = Deferral()
 
     def close(self) -> None:

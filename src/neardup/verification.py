@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -31,8 +31,7 @@ from neardup.core.verify import (
     signature_agreement,
 )
 from neardup.errors import SchemaError
-from neardup.ingest.plan import BatchPlan
-from neardup.ingest.stages import stage
+from neardup.stages import stage
 from neardup.storage import contents, documents
 from neardup.storage.connect import transaction
 from neardup.storage.scope import Scope, export_snapshot, read_snapshot
@@ -52,6 +51,17 @@ READ_AHEAD = 1_000
 
 Ids = npt.NDArray[np.int64]
 Similarities = npt.NDArray[np.float64]
+
+
+class NewContents(Protocol):
+    """Which contents of a batch are new, and their rows in its sketch (``ingest.plan.BatchPlan``)."""
+
+    @property
+    def new_positions(self) -> Ids: ...
+
+    def slots(self, content_ids: Ids) -> Ids: ...
+
+    def is_new(self, content_ids: Ids) -> npt.NDArray[np.bool_]: ...
 
 
 class Verified(NamedTuple):
@@ -110,7 +120,7 @@ def verify_pairs(
     config: IndexConfig,
     sketcher: Sketcher,
     cand: Ids,
-    plan: BatchPlan | None,
+    plan: NewContents | None,
     sketch: Sketch | None,
 ) -> Verified:
     """The candidate pairs of content ids whose similarity (exact, or estimated without text)
@@ -143,7 +153,7 @@ def _verify_pairs(
     config: IndexConfig,
     sketcher: Sketcher,
     cand: Ids,
-    plan: BatchPlan | None,
+    plan: NewContents | None,
     sketch: Sketch | None,
 ) -> Verified:
     threshold, num_perm = config.threshold, config.params.num_perm
