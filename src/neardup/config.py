@@ -181,6 +181,14 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         low_open=True,
     ),
     Parameter(
+        "dense_cluster_size",
+        int,
+        PARAM_DEFAULTS["dense_cluster_size"],
+        "contents from which a cluster is dense: it stores a verified subset of its pairs that "
+        "connects it, not every pair (`pairs --cluster ID --complete` lists them all)",
+        low=2,
+    ),
+    Parameter(
         "distributed",
         bool,
         None,
@@ -223,7 +231,7 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in CREATE_PARAMETERS}
 
 # Changing only these re-bands stored signatures; anything else re-sketches every stored text.
-_BANDING_FIELDS = frozenset({"bands", "rows", "recall_at_threshold", "neighbour_floor"})
+_BANDING_FIELDS = frozenset({"bands", "rows", "recall_at_threshold", "neighbour_floor", "dense_cluster_size"})
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, overload
 
-from neardup import neighbours
+from neardup import complete, neighbours
 from neardup.arrow import Table, rows_of
 from neardup.collection import config_of, open_collection
 from neardup.config import DEFAULT_BATCH_SIZE, DEFAULT_KEEP, DEFAULT_THRESHOLD, IndexConfig, check_keep
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme
 from neardup.core.normalize import CaseMode, UnicodeForm
-from neardup.core.params import DEFAULT_NEIGHBOUR_FLOOR, Params
+from neardup.core.params import DEFAULT_DENSE_CLUSTER_SIZE, DEFAULT_NEIGHBOUR_FLOOR, Params
 from neardup.core.shingle import ShingleKind
 from neardup.core.sketch import Sketcher
 from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD
@@ -255,6 +255,7 @@ class Index:
         keep: str = DEFAULT_KEEP,
         neighbours: bool = False,
         neighbour_floor: float = DEFAULT_NEIGHBOUR_FLOOR,
+        dense_cluster_size: int = DEFAULT_DENSE_CLUSTER_SIZE,
         schema: str = DEFAULT_SCHEMA,
         exist_ok: bool = False,
         distributed: bool | None = None,
@@ -268,7 +269,9 @@ class Index:
         recall of the pairs just above it reaches ``recall_at_threshold``. ``neighbours`` keeps
         text fingerprints for ``query``'s top-k (down to ``neighbour_floor``) and containment
         answers. With ``exist_ok`` an existing collection with the same parameters is opened;
-        different ones are refused.
+        different ones are refused. A cluster of ``dense_cluster_size`` contents or more is dense:
+        it stores a verified subset of its pairs that connects it, not every pair
+        (``cluster_pairs`` gives them all on demand).
         ``distributed=True`` makes its tables Citus tables (``shards`` per table), distributing the
         schema if it has no collection yet; None follows the schema (a collection in a distributed
         schema is distributed), False refuses a distributed schema (docs/distributed.md).
@@ -295,6 +298,7 @@ class Index:
             collapse_whitespace=collapse_whitespace,
             neighbours=neighbours,
             neighbour_floor=neighbour_floor,
+            dense_cluster_size=dense_cluster_size,
         )
         if not migrate.is_head(migrate.current_revision(url, schema)):
             migrate.upgrade(url, schema)
@@ -577,6 +581,24 @@ class Index:
         floor = self.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
         return listings.pairs(
             self._url, self.schema, self._scope.collection_id, floor, f"listing pairs of {self.name!r}"
+        )
+
+    def cluster_pairs(
+        self, cluster_id: int, min_jaccard: float | None = None
+    ) -> Iterator[tuple[str, str, float]]:
+        """Every pair of one cluster's documents at or above the threshold (``min_jaccard`` can only
+        raise it), as ``pairs`` would list them if every pair were stored: for a dense cluster
+        (``dense_cluster_size`` contents or more), which stores only a connecting subset, its
+        complete pairs, verified now from the stored texts (or signatures) of its contents. Each
+        pair (id_a < id_b, similarity) once, in no particular order, streamed in parts from one
+        snapshot on a connection of its own. Quadratic: a cluster of k near-copies has about
+        k²/2 pairs, each verified. ClusterNotFoundError if no stored content has that cluster id."""
+        floor = self.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
+        if isinstance(cluster_id, bool) or not isinstance(cluster_id, int):
+            raise ParamsError(f"cluster_id must be an integer, got {cluster_id!r}")
+        doing = f"listing the pairs of cluster {cluster_id} of {self.name!r}"
+        return complete.cluster_pairs(
+            self._url, self._scope, self.name, self.config, self._sketch, cluster_id, floor, doing
         )
 
     def clusters(self) -> Iterator[Cluster]:

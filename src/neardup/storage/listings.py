@@ -8,7 +8,7 @@ snapshot it began with (a repeatable-read transaction).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from typing import Any
 
 from psycopg import pq
@@ -32,6 +32,15 @@ def _stream(
         read_snapshot(conn)
         scope = Scope(conn, schema, collection_id)
         yield from conn.cursor(binary=True).stream(scope.sql(query), params, size=size)
+
+
+@contextmanager
+def snapshot(url: str, scope: Scope, doing: str) -> Iterator[Scope]:
+    """``scope``'s collection on a connection of its own, in one repeatable-read snapshot, for a
+    listing made in Python from several reads (a cluster's complete pairs)."""
+    with translated(doing), closing(connect(url)) as conn, conn.transaction():
+        read_snapshot(conn)
+        yield Scope(conn, scope.schema, scope.collection_id, scope.distributed)
 
 
 def pairs(
