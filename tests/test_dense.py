@@ -142,10 +142,9 @@ def test_removing_the_bridge_of_a_dense_chain_splits_it_exactly(make_index: Call
 def test_replacing_a_link_of_a_dense_chain_splits_it_and_rejoining_joins_it(
     make_index: Callable[..., Any],
 ) -> None:
-    docs = chain("c", 16, 9)
     index = make_index(**EXHAUSTIVE)
-    index.add(docs)
-    docs = dict(docs)
+    index.add(chain("c", 16, 9))
+    docs = dict(chain("c", 16, 9))
     middle = docs["c.008"]
     docs["c.008"] = "an unrelated text that pairs with nothing in this collection at all"
     index.add([("c.008", docs["c.008"])])
