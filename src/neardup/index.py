@@ -92,19 +92,29 @@ class Stats:
     neighbour_bytes: int = 0
     """Their bytes on disk: their share of the bucket partition and its index, their own indexes,
     and the content ids the lookup index carries in the bands' entries for them (approximate)."""
+    dense_clusters: int = 0
+    """Clusters of ``dense_cluster_size`` contents or more: their stored pairs are a verified subset
+    that connects them, not every pair (``cluster_pairs`` gives those)."""
+    dense_contents: int = 0
+    """The contents of those clusters."""
+    dense_documents: int = 0
+    """Their documents."""
 
 
 class Cluster(list[str]):
     """One cluster of two or more documents: its ids, sorted (it is a list of them), with its
-    ``id``, which lasts across writes (README, "Cluster ids"), and its ``representative``, the
-    document kept under the collection's ``keep`` policy."""
+    ``id``, which lasts across writes (README, "Cluster ids"), its ``representative``, the
+    document kept under the collection's ``keep`` policy, and whether it is ``dense`` (of
+    ``dense_cluster_size`` contents or more: ``pairs`` lists a verified subset of its pairs that
+    connects it, ``cluster_pairs`` all of them)."""
 
-    def __init__(self, ids: Iterable[str], cluster_id: int, representative: str) -> None:
+    def __init__(self, ids: Iterable[str], cluster_id: int, representative: str, dense: bool = False) -> None:
         super().__init__(ids)
-        self.id, self.representative = cluster_id, representative
+        self.id, self.representative, self.dense = cluster_id, representative, dense
 
     def __repr__(self) -> str:
-        return f"Cluster(id={self.id}, representative={self.representative!r}, ids={list(self)!r})"
+        dense = ", dense=True" if self.dense else ""
+        return f"Cluster(id={self.id}, representative={self.representative!r}{dense}, ids={list(self)!r})"
 
 
 def _insert_or_reuse(
@@ -571,17 +581,35 @@ class Index:
         with translated(f"looking up ids in {self.name!r}"), transaction(self._conn):
             return document_rows.stored_ids(self._scope, list(ids))
 
-    def pairs(self, min_jaccard: float | None = None) -> Iterator[tuple[str, str, float]]:
-        """Every stored near-duplicate pair (id_a < id_b, similarity), copies of one text included.
+    def pairs(
+        self, min_jaccard: float | None = None, *, cluster: int | None = None
+    ) -> Iterator[tuple[str, str, float]]:
+        """Every stored near-duplicate pair (id_a < id_b, similarity), copies of one text included;
+        with ``cluster``, those of that cluster only.
 
-        Pairs are stored at the collection's threshold; ``min_jaccard`` can only raise it. The
-        listing reads one snapshot on a connection of its own, so writes made while it is open
+        Pairs are stored at the collection's threshold; ``min_jaccard`` can only raise it. A
+        cluster under ``dense_cluster_size`` contents stores every pair; a dense one a verified
+        subset that connects it (``dense_clusters``; ``cluster_pairs`` lists all of its pairs).
+        The listing reads one snapshot on a connection of its own, so writes made while it is open
         commit independently of it.
         """
         floor = self.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
-        return listings.pairs(
-            self._url, self.schema, self._scope.collection_id, floor, f"listing pairs of {self.name!r}"
-        )
+        if cluster is not None and (isinstance(cluster, bool) or not isinstance(cluster, int)):
+            raise ParamsError(f"cluster must be an integer, got {cluster!r}")
+        doing = f"listing pairs of {self.name!r}"
+        return listings.pairs(self._url, self.schema, self._scope.collection_id, floor, doing, cluster)
+
+    def dense_clusters(self) -> list[tuple[int, int, int]]:
+        """(cluster id, contents, documents) of each dense cluster, largest first: those whose
+        stored pairs are a connecting subset of their pairs."""
+        with translated(f"reading the dense clusters of {self.name!r}"), transaction(self._conn):
+            return statistics.dense_clusters(self._scope)
+
+    def clusters_of(self, ids: Iterable[str]) -> dict[str, tuple[int, int]]:
+        """The cluster id of each stored document of ``ids`` and how many contents it holds (a
+        document alone is a cluster of one content)."""
+        with translated(f"reading the clusters of documents of {self.name!r}"), transaction(self._conn):
+            return statistics.clusters_of(self._scope, list(ids))
 
     def cluster_pairs(
         self, cluster_id: int, min_jaccard: float | None = None
@@ -612,7 +640,7 @@ class Index:
         for cluster_id, group in itertools.groupby(rows, key=lambda r: r[0]):
             members = list(group)
             kept = next(r[1] for r in members if r[2])
-            yield Cluster((r[1] for r in members), int(cluster_id), kept)
+            yield Cluster((r[1] for r in members), int(cluster_id), kept, bool(members[0][3]))
 
     def changes(self, since: int = 0, *, limit: int = 1000, timeout: float = 0.0) -> ChangesPage:
         """Up to ``limit`` changes numbered after ``since``, in commit order, and the ``since`` to
@@ -624,6 +652,7 @@ class Index:
         scope, banding = self._scope, self.config.banding()
         with translated(f"reading statistics of {self.name!r}"), transaction(self._conn):
             counts = statistics.counts(scope)
+            dense = statistics.dense_clusters(scope)
             sizes = statistics.sizes(scope)
             kept, kept_bytes = changes.kept(scope)
             if kept:  # a collection without the feed has no entry
@@ -644,6 +673,9 @@ class Index:
                 expected_threshold_bin_recall=banding.threshold_bin_recall,
                 bytes_by_table=sizes,
                 **_neighbour_size(scope, self.params),
+                dense_clusters=len(dense),
+                dense_contents=sum(n for _, n, _ in dense),
+                dense_documents=sum(m for _, _, m in dense),
             )
 
     def evaluate(self, sample: int = 1000, *, seed: int = 0, floor: float | None = None) -> Evaluation:
