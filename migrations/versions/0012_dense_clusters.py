@@ -5,8 +5,9 @@ that connects them rather than every pair (docs/design.md, "Dense clusters").
 ``dense_clusters`` has one row per dense cluster: collection, collection_id, cluster (its lasting
 id, as ``cluster_list`` shows it) and contents (its distinct texts). A cluster's documents are in
 ``cluster_list``; its stored pairs in ``pair_list``; its complete pairs only on demand
-(``neardup pairs --cluster ID --complete``), since they are quadratic in its size. Downgrading
-drops the view.
+(``neardup pairs --cluster ID --complete``), since they are quadratic in its size. The changes
+feed's cluster events gain ``dense`` (whether they concern a dense cluster). Downgrading drops the
+view and the column.
 
 Revision ID: 0012
 Revises: 0011
@@ -33,10 +34,12 @@ HAVING count(*) >= coalesce((c.params ->> 'dense_cluster_size')::bigint, 128)"""
 
 
 def upgrade(schema: str) -> None:
-    """Create the ``dense_clusters`` view."""
+    """Create the ``dense_clusters`` view and the changes' ``dense`` column."""
     op.execute(_VIEW.format(s=f'"{schema}"'))
+    op.execute(f'ALTER TABLE "{schema}".changes ADD COLUMN dense boolean')
 
 
 def downgrade(schema: str) -> None:
-    """Drop it."""
+    """Drop them."""
+    op.execute(f'ALTER TABLE "{schema}".changes DROP COLUMN dense')
     op.execute(f'DROP VIEW "{schema}".dense_clusters')

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from neardup.cli.command import command
 from neardup.cli.connect import open_index
+from neardup.cli.listing import dense_note
 from neardup.cli.options import (
     POSITIVE,
     inputs,
@@ -187,6 +188,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         if "min_containment" in asked:
             _emit_contained(args.format, results)
             return 0
+        best: list[str] = []
+        results = _noting(results, best)
         if args.format in ("jsonl", "json"):
             rows = (
                 (r.id, [{"id": i, "jaccard": rounded(j)} for i, j in r.matches], len(r.matches))
@@ -206,7 +209,16 @@ def cmd_check(args: argparse.Namespace) -> int:
                 out=args.out,
                 types=["string", "string", "double"],
             )
+        dense_note(index, best, "records")
     return 0
+
+
+def _noting(results: Iterator[CheckResult], best: list[str]) -> Iterator[CheckResult]:
+    """``results`` as they come, the best match of each (if any) noted in ``best``."""
+    for r in results:
+        if r.matches:
+            best.append(r.matches[0][0])
+        yield r
 
 
 def _emit_contained(output: str, results: Iterator[CheckResult]) -> None:

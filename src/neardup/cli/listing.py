@@ -57,21 +57,27 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
-def dense_note(index: Any, ids: list[str]) -> None:
-    """A line on standard error for each dense cluster the matches ``ids`` belong to."""
+def dense_note(index: Any, ids: list[str], what: str = "") -> None:
+    """A line on standard error for each dense cluster the matches ``ids`` belong to (``what``:
+    the input records whose best matches they are, counted; else one text's matches)."""
     if not ids:
         return
     bound = index.params.dense_cluster_size
-    seen: set[int] = set()
-    for cluster, contents in index.clusters_of(ids).values():
-        if contents >= bound and cluster not in seen:
-            seen.add(cluster)
-            print(
-                f"neardup: the text belongs to dense cluster {cluster} with {contents:,} members "
-                f"(distinct texts); `neardup clusters` lists them, `neardup pairs --cluster {cluster} "
-                "--complete` their pairs",
-                file=sys.stderr,
-            )
+    found = index.clusters_of(sorted(set(ids)))
+    records: dict[int, int] = {}
+    size: dict[int, int] = {}
+    for doc_id in ids:
+        if doc_id in found and found[doc_id][1] >= bound:
+            cluster, size[found[doc_id][0]] = found[doc_id]
+            records[cluster] = records.get(cluster, 0) + 1
+    for cluster, count in records.items():
+        who = f"{count:,} {what} belong" if what else "the text belongs"
+        print(
+            f"neardup: {who} to dense cluster {cluster} with {size[cluster]:,} members (distinct "
+            f"texts); `neardup clusters` lists them, `neardup pairs --cluster {cluster} --complete` "
+            "their pairs",
+            file=sys.stderr,
+        )
 
 
 def _pairs_options(p: argparse.ArgumentParser) -> None:
