@@ -11,11 +11,19 @@ import sys
 from pathlib import Path
 
 import psycopg
+import pytest
 
+from neardup.ingest import pairing
 from tests.conftest import Run, psycopg_url
 from tests.test_dense import clique
 
 BOUND = 5
+
+
+@pytest.fixture(autouse=True)
+def small_groups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Groups of more than four members are linked, so that the dense clique stores a subset."""
+    monkeypatch.setattr(pairing, "SMALL_GROUP", 4)
 
 
 def _collection(cli: Run) -> list[tuple[str, str]]:
