@@ -11,12 +11,23 @@ to work on a corpus of a few hundred documents."""
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from neardup.core.params import Params
+from neardup.index import Index
 from neardup.ingest import pairing
 from tests._corpus import WORDS, brute_force_pairs, components
 
@@ -159,9 +170,9 @@ def test_replacing_a_link_of_a_dense_chain_splits_it_and_rejoining_joins_it(
     "change",
     [
         pytest.param({"threshold": 0.8, "bands": 32, "rows": 2}, id="reband"),
-        pytest.param({"dense_cluster_size": 30}, id="bound-raised"),
-        pytest.param({"dense_cluster_size": 3}, id="bound-lowered"),
-        pytest.param({"k": 4}, id="resketch"),
+        pytest.param({"dense_cluster_size": 30, "bands": 64, "rows": 2}, id="bound-raised"),
+        pytest.param({"dense_cluster_size": 3, "bands": 64, "rows": 2}, id="bound-lowered"),
+        pytest.param({"k": 4, "bands": 64, "rows": 2}, id="resketch"),
     ],
 )
 def test_a_rebuild_keeps_dense_clusters_exact(make_index: Callable[..., Any], change: dict[str, Any]) -> None:
@@ -218,3 +229,74 @@ def test_a_cluster_that_is_not_there_is_refused(make_index: Callable[..., Any]) 
     index.add(clique("a", 3, 1))
     with pytest.raises(ClusterNotFoundError, match="no cluster 99999"):
         list(index.cluster_pairs(99999))
+
+
+# -- a state machine over adds, removals, replacements and rebuilds on dense shapes ---------------
+
+_POOL = dict(chain("c", 12, 21) + clique("a", 10, 22) + alone("e", 3, 23))
+_IDS = sorted(_POOL)
+
+
+class DenseMachine(RuleBasedStateMachine):
+    """One collection with a tiny bound, and its model (id -> text): after every step, clusters are
+    brute force's, pairs complete under the bound and connecting past it (``check``)."""
+
+    url: str
+    schema: str
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.index = Index.create(
+            self.url, f"dense-{uuid.uuid4().hex[:12]}", schema=self.schema, exist_ok=False, **EXHAUSTIVE
+        )
+        self.model: dict[str, str] = {}
+
+    @rule(ids=st.lists(st.sampled_from(_IDS), min_size=1, max_size=10, unique=True), batch=st.integers(1, 6))
+    def add(self, ids: list[str], batch: int) -> None:
+        self.index.add([(i, _POOL[i]) for i in ids], batch_size=batch)
+        self.model.update((i, _POOL[i]) for i in ids)
+
+    @precondition(lambda self: bool(self.model))
+    @rule(data=st.data())
+    def replace(self, data: st.DataObject) -> None:
+        """A stored id takes another text of the pool (a link of a chain moves, say)."""
+        doc_id = data.draw(st.sampled_from(sorted(self.model)))
+        text = _POOL[data.draw(st.sampled_from(_IDS))]
+        self.index.add([(doc_id, text)])
+        self.model[doc_id] = text
+
+    @rule(ids=st.lists(st.sampled_from(_IDS), max_size=4, unique=True))
+    def remove(self, ids: list[str]) -> None:
+        self.index.remove(ids)
+        for i in ids:
+            self.model.pop(i, None)
+
+    @rule(
+        change=st.sampled_from(
+            [{"dense_cluster_size": 3}, {"dense_cluster_size": 8}, {"bands": 32, "rows": 2}]
+        )
+    )
+    def rebuild(self, change: dict[str, Any]) -> None:
+        self.index.rebuild(**{"bands": 64, "rows": 2, **change})  # bands kept: brute force stays the answer
+
+    @invariant()
+    def clusters_and_pairs_are_brute_forces(self) -> None:
+        check(self.index, sorted(self.model.items()))
+
+    def teardown(self) -> None:
+        self.index.close()
+
+
+def test_dense_clusters_match_brute_force_under_any_interleaving(
+    database_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    DenseMachine.url, DenseMachine.schema = database_url, schema
+    run_state_machine_as_test(
+        DenseMachine,
+        settings=settings(
+            max_examples=12,
+            stateful_step_count=8,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        ),
+    )
