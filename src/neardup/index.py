@@ -491,7 +491,10 @@ class Index:
         Similarity is the exact Jaccard of the shingle sets when texts are stored, else the
         signature estimate (approximate, standard error sqrt(J(1-J)/num_perm)). Only documents
         sharing a bucket are considered, so below the collection's threshold recall falls off
-        along the S-curve, and matches far below it are never found.
+        along the S-curve, and matches far below it are never found. With ``limit``, at most
+        max(1,000, 20 x ``limit``) of the text's candidates are verified, any of them: a text of a
+        dense cluster shares its buckets with thousands of near-copies (approximate only there;
+        ``clusters_of`` names the cluster of an answer).
 
         A collection made with ``neighbours=True`` also answers, whatever its threshold: ``k=N``,
         the N stored documents with the highest exact Jaccard at or above its ``neighbour_floor``,
