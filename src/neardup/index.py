@@ -492,7 +492,7 @@ class Index:
         signature estimate (approximate, standard error sqrt(J(1-J)/num_perm)). Only documents
         sharing a bucket are considered, so below the collection's threshold recall falls off
         along the S-curve, and matches far below it are never found. With ``limit``, at most
-        max(1,000, 20 x ``limit``) of the text's candidates are verified, any of them: a text of a
+        max(200, 10 x ``limit``) of the text's candidates are verified, any of them: a text of a
         dense cluster shares its buckets with thousands of near-copies (approximate only there;
         ``clusters_of`` names the cluster of an answer).
 

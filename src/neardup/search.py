@@ -61,8 +61,8 @@ def similar(
 # With a limit, a text is verified against at most this many candidates per answer asked (and at
 # least QUERY_CANDIDATES): a text of a dense cluster shares its buckets with thousands of its
 # near-copies, any of which answers; fewer candidates than that are all verified, as without one.
-CANDIDATES_PER_ANSWER = 20
-QUERY_CANDIDATES = 1_000
+CANDIDATES_PER_ANSWER = 10
+QUERY_CANDIDATES = 200
 
 
 def _most(limit: int | None) -> int | None:

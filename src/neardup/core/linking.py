@@ -134,7 +134,11 @@ def link(
         if status == _kernels.LINK_DONE:
             break
         if status == _kernels.LINK_NEED:
-            rows.load(load, np.abs(members[need[: counters[2]]]))
+            # Every stored member of the groups that wait not loaded yet, at once: a hub that
+            # failed there is likely to fail again, and a round trip a member would cost more.
+            waiting = distinct(group_of[need[: counters[2]]])
+            stored = np.flatnonzero(np.isin(group_of, waiting) & ~is_new & (rows.row < 0))
+            rows.load(load, np.abs(members[stored]))
         else:  # full: room for twice as many
             found = np.concatenate([found, np.zeros_like(found)])
             found_sim = np.concatenate([found_sim, np.zeros_like(found_sim)])
