@@ -74,8 +74,8 @@ from _common import (
     truth_shingles,
 )
 from _options import add_db, add_out, numbers, parser, size
+from neardup.config import DEFAULT_BATCH_SIZE
 from neardup.database import Database
-from neardup.ingest.writer import DEFAULT_BATCH_SIZE
 from neardup.storage.connect import libpq_url
 
 THRESHOLD = 0.8

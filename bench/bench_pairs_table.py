@@ -27,12 +27,12 @@ import psycopg
 from _common import Report, bench_schema, header, server
 from _options import add_db, add_out, numbers, parser
 from bench_memory import THRESHOLD, cluster_texts
+from neardup.config import DEFAULT_BATCH_SIZE
 from neardup.core.params import Params
 from neardup.core.sketch import Sketcher
 from neardup.core.verify import exact_jaccard
 from neardup.index import Index
-from neardup.ingest.stages import StageClock
-from neardup.ingest.writer import DEFAULT_BATCH_SIZE
+from neardup.stages import StageClock
 from neardup.storage.connect import libpq_url
 
 

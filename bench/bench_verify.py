@@ -46,7 +46,7 @@ from _options import add_out, add_rounds, parser
 from neardup.core import Params, Sketcher
 from neardup.core.stream_dedup import StreamDeduplicator
 from neardup.core.verify import exact_jaccard, exact_jaccard_unsorted
-from neardup.ingest.verification import UNSORTED_PAIRS_PER_TEXT
+from neardup.verification import UNSORTED_PAIRS_PER_TEXT
 
 Pairs = tuple[list[str], np.ndarray, np.ndarray]  # texts, left, right
 

@@ -287,6 +287,11 @@ class Review:
         with self._scope() as scope:
             return pages.cluster_members(scope, cluster, limit)
 
+    def dense_size(self, cluster: int) -> int | None:
+        """The distinct texts of a dense cluster (its stored pairs a connecting subset), else None."""
+        with self._scope() as scope:
+            return pages.dense_size(scope, cluster)
+
     def cluster_pairs(self, cluster: int, limit: int) -> list[tuple[str, str, float, str]]:
         """Up to ``limit`` pairs within one cluster, most similar first."""
         with self._scope() as scope:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from neardup.errors import CollectionNotFoundError, DatabaseError, InternalError, SchemaError
 from neardup.index import Index
-from neardup.ingest import AddResult
 from neardup.records import check_id, document_of
+from neardup.result import AddResult
 from neardup.storage import follow as queue
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_schema_name

@@ -34,7 +34,7 @@ TABLES = {
     "labels",
     "document_keys",
 }
-VIEWS = {"document_list", "pair_list", "cluster_list", "pair_labels"}
+VIEWS = {"document_list", "pair_list", "cluster_list", "pair_labels", "dense_clusters"}
 
 
 @pytest.fixture
@@ -314,16 +314,16 @@ def test_a_schema_behind_or_ahead_is_refused_without_and_with_alembic(
 ) -> None:
     migrate.upgrade(database_url, fresh_schema, "0008")
     with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
-        with pytest.raises(SchemaError, match="at revision 0008, this neardup needs 0011"):
+        with pytest.raises(SchemaError, match="at revision 0008, this neardup needs 0012"):
             migrate.require_head(conn, fresh_schema)
         conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0099",))
         with pytest.raises(SchemaError, match="at revision 0099"):
             migrate.require_head(conn, fresh_schema)
-        conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0011",))
+        conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0012",))
         migrate.require_head(conn, fresh_schema)
     assert not migrate.is_head("0008")
     assert not migrate.is_head(None)
-    assert migrate.is_head("0011")
+    assert migrate.is_head("0012")
 
 
 def test_opening_an_index_at_the_head_imports_no_alembic(database_url: str, fresh_schema: str) -> None:
@@ -379,3 +379,29 @@ def test_0011_gives_the_lookup_index_band_and_content_only_where_neighbours_are_
     assert definitions() == after
     with Index.open(database_url, "kept", schema=fresh_schema) as index:
         assert [d for d, _ in index.query(docs[0][1], k=2)] == ["a"]
+
+
+def test_0012_lists_the_dense_clusters_of_collections_stored_before_it_and_downgrades(
+    database_url: str, fresh_schema: str
+) -> None:
+    base = " ".join(f"w{i:03d}" for i in range(60))
+    copies = [(f"c{i:03d}", base.replace(f"w{i % 60:03d}", f"x{i:03d}")) for i in range(130)]
+    with Index.create(database_url, "old", schema=fresh_schema):
+        pass
+    with psycopg.connect(psycopg_url(database_url)) as conn:  # parameters stored before the field
+        conn.execute(
+            f"UPDATE \"{fresh_schema}\".collections SET params = params - 'dense_cluster_size' "
+            "WHERE name = 'old'"
+        )
+    with Index.open(database_url, "old", schema=fresh_schema) as index:
+        index.add(copies)
+        (cluster,) = index.clusters()
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        rows = conn.execute(
+            f'SELECT collection, cluster, contents FROM "{fresh_schema}".dense_clusters'
+        ).fetchall()
+    assert rows == [("old", cluster.id, 130)]  # the default bound, 128, for parameters without it
+    migrate.downgrade(database_url, fresh_schema, "0011")
+    assert "dense_clusters" not in _objects(database_url, fresh_schema)["views"]
+    migrate.upgrade(database_url, fresh_schema)
+    assert "dense_clusters" in _objects(database_url, fresh_schema)["views"]

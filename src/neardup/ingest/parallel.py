@@ -29,8 +29,8 @@ from typing import Any
 from neardup import errors
 from neardup.errors import InternalError, NeardupError, ParamsError
 from neardup.ingest.collection import opened_writer
-from neardup.ingest.result import AddResult
 from neardup.records import Record, documents
+from neardup.result import AddResult
 
 # Documents handed to a writer at once: enough that the queue's pickling is a small cost beside
 # the work, few enough that a writer starts early and the queues hold little.

@@ -12,14 +12,11 @@ import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, Future
 
-from neardup.core.sketch import Sketch, Sketcher
+from neardup.core.sketch import SKETCH_THREADS, Sketch, Sketcher
 from neardup.ingest.plan import Batch
-from neardup.ingest.stages import stage, submit, timed
 from neardup.records import Record, documents
+from neardup.stages import stage, submit, timed
 
-# Threads that sketch a batch: the shingle and MinHash kernels and the content hashing release the
-# GIL, so a second thread uses the core the database leaves idle between statements.
-SKETCH_THREADS = 2
 # Batch sizes from which an ingest starts with smaller batches (``batch_sizes``): below it the
 # ramp would buy little, and a batch is exactly the size asked for.
 RAMP_FROM = 8_192

@@ -20,31 +20,25 @@ from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
-import numpy as np
-import numpy.typing as npt
-
-from neardup.config import IndexConfig
+from neardup.config import DEFAULT_BATCH_SIZE, IndexConfig
 from neardup.core.lsh import bucket_rows
 from neardup.core.sketch import Sketch, Sketcher
 from neardup.errors import InputError, ParamsError
-from neardup.ingest import hot_pairs, prework, store, verification
+from neardup.ingest import pairing, prework, relink, store
 from neardup.ingest.ahead import WritingAhead
 from neardup.ingest.context import BatchContext, Connections, on
 from neardup.ingest.members import Deferral, Members, choose, probe_early
 from neardup.ingest.plan import Batch, BatchPlan
 from neardup.ingest.prework import Prework, Verdicts
 from neardup.ingest.reading import Upcoming
-from neardup.ingest.result import AddResult
-from neardup.ingest.stages import NO_CLOCK, StageClock, stage, submit, timed, timing
+from neardup.ingest.sources import batch_sources
 from neardup.records import Record, documents
+from neardup.result import AddResult
+from neardup.stages import NO_CLOCK, StageClock, stage, submit, timed, timing
 from neardup.storage import buckets, catalog, fingerprints
 from neardup.storage import documents as document_rows
 from neardup.storage.connect import Connection, transaction, translated
 from neardup.storage.scope import Scope
-
-# Documents per transaction in add(): large enough that COPY and the set-based statements
-# dominate, small enough that a batch's shingles and signatures stay in a few hundred MB.
-DEFAULT_BATCH_SIZE = 50_000
 
 Finish = Callable[[Connection], None]
 """What ``sync`` runs on its connection just before its transaction commits."""
@@ -61,11 +55,19 @@ SETTLE_AFTER = 10_000
 class Writer:
     """Writes one collection on the index's connection; a second connection probes buckets."""
 
-    def __init__(self, conn: Connection, url: str, scope: Scope, name: str, config: IndexConfig) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        url: str,
+        scope: Scope,
+        name: str,
+        config: IndexConfig,
+        connections: Connections | None = None,
+    ) -> None:
         self._scope, self.name = on(scope, conn), name
         self.config = config
         self.sketcher = Sketcher(config.params)
-        self._connections = Connections(url, self._scope)
+        self._connections = Connections(url, self._scope) if connections is None else connections
         self._deferral = Deferral()
 
     def close(self) -> None:
@@ -187,7 +189,7 @@ class Writer:
             ctx = self._context()
             ctx.feed.begin(ctx.scope, store.lock(ctx), wanted)
             found, content_ids = document_rows.delete_by_external_id(ctx.scope, wanted)
-            store.drop_orphans(ctx, content_ids)
+            relink.drop_orphans(ctx, content_ids)
             ctx.feed.end(ctx.scope)
             catalog.touch(ctx.scope)
         return len(found)
@@ -219,7 +221,7 @@ class Writer:
                 if config.params.neighbours:
                     fingerprints.prepare(ctx.scope)
                 if rebands:
-                    store.reband(ctx)
+                    relink.reband(ctx)
                 else:
                     self._resketch(ctx, batch_size)
                 ctx.feed.end(ctx.scope, rebuild=True)
@@ -278,7 +280,7 @@ class Writer:
             found = 0
             if wanted:
                 gone, content_ids = document_rows.delete_by_external_id(ctx.scope, wanted)
-                store.drop_orphans(ctx, content_ids)
+                relink.drop_orphans(ctx, content_ids)
                 catalog.touch(ctx.scope)
                 found = len(gone)
             result = AddResult()
@@ -331,7 +333,7 @@ class Writer:
         try:
             if documents_written is not None and ahead is not None and memory is not None:
                 ahead.start(memory, ctx.scope.conn)
-            dropped = store.drop_orphans(ctx, old_contents)
+            dropped = relink.drop_orphans(ctx, old_contents)
             members = choose(
                 self._deferral,
                 plan,
@@ -428,25 +430,16 @@ def _pair(
 ) -> int:
     """Find the new contents' candidate pairs with ``members``, verify them (stored contents read
     on ``reading``; ``verdicts``: pairs judged before the turn, not verified again), store the
-    verified ones and merge clusters; returns how many were stored. The candidates go in parts
-    (``hot_pairs.candidate_parts``), each verified and stored before the next is made, so that a hot bucket
-    (its pairs growing with the square of its size) costs time, never memory."""
+    pairs their clusters need (``pairing``: every one of a cluster under the density bound, a
+    connecting subset of a dense one) and merge clusters; returns how many pairs were stored.
+    Small buckets' candidates go in parts, each verified and stored before the next is made, and
+    hot buckets are linked without enumerating their pairs, so that a hot bucket (its pairs
+    growing with the square of its size) costs neither memory nor the square of its time."""
     if plan.bearing_ids.size == 0:
         return 0
     rows = bucket_rows(plan.bearing_ids, plan.keys)
-    parts = hot_pairs.candidate_parts(ctx, reading, plan, sketch, members.groups(ctx, plan, rows))
-    stored = 0
-    while (cand := _next_part(parts)) is not None:
-        if verdicts:  # prework's batches, never in memory nor beside the COPY
-            found = prework.verify_unjudged(ctx, cand, plan, sketch, verdicts)
-        else:
-            found = verification.verify_pairs(reading, ctx.config, ctx.sketcher, cand, plan, sketch)
-        store.store_pairs(ctx, found, plan.new_ids)
-        stored += int(found.left.size)
+    groups = members.groups(ctx, plan, rows)
+    paired = pairing.pair(groups, plan.first_new, batch_sources(ctx, reading, plan, sketch, verdicts))
+    store.join_clusters(ctx, paired.nodes, paired.component, plan.new_ids)
     members.written(ctx, rows)
-    return stored
-
-
-@stage("candidate pairs")
-def _next_part(parts: Iterator[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64] | None:
-    return next(parts, None)
+    return paired.stored

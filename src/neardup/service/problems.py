@@ -17,6 +17,7 @@ from starlette.requests import ClientDisconnect
 from neardup.errors import (
     ChangesFeedError,
     ChangesGoneError,
+    ClusterNotFoundError,
     CollectionExistsError,
     CollectionNotFoundError,
     DatabaseConnectionError,
@@ -36,6 +37,7 @@ log = logging.getLogger("neardup.service")
 # (error class, status), first match wins; anything else is a 500 with a generic detail.
 _STATUSES: tuple[tuple[type[NeardupError], int], ...] = (
     (CollectionNotFoundError, 404),
+    (ClusterNotFoundError, 404),
     # A `since` older than the changes feed keeps: gone, the client must list the collection again.
     (ChangesGoneError, 410),
     (ChangesFeedError, 409),

@@ -230,6 +230,7 @@ def cluster_page(
         who=who,
         name=here.name,
         cluster=cluster,
+        dense=here.dense_size(cluster),
         members=members[:MEMBERS_SHOWN],
         more_members=len(members) > MEMBERS_SHOWN,
         pairs=pairs,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
@@ -434,7 +435,8 @@ def list_clusters(
         rows = rows[:limit]
         return {
             "clusters": [
-                {"cluster": c.cluster, "representative": c.representative, "ids": c.ids} for c in rows
+                {"cluster": c.cluster, "representative": c.representative, "ids": c.ids, "dense": c.dense}
+                for c in rows
             ],
             "next": _cursor([rows[-1].representative]) if more else None,
         }
@@ -444,12 +446,39 @@ def list_clusters(
         while True:
             batch = here.clusters_page(last, DEFAULT_PAGE)
             for c in batch:
-                yield {"cluster": c.cluster, "representative": c.representative, "ids": c.ids}
+                yield {
+                    "cluster": c.cluster,
+                    "representative": c.representative,
+                    "ids": c.ids,
+                    "dense": c.dense,
+                }
             if len(batch) < DEFAULT_PAGE:
                 return
             last = batch[-1].representative
 
     return StreamingResponse(_ndjson(stream()), media_type=NDJSON)
+
+
+def _cluster_json(c: Any) -> dict[str, Any]:
+    return {"cluster": c.cluster, "representative": c.representative, "ids": c.ids, "dense": c.dense}
+
+
+@router.get("/v1/collections/{name}/clusters/{cluster}/pairs", responses=_LISTING)
+def cluster_pairs(
+    request: Request, name: str, cluster: int, who: Read, min_jaccard: MinJaccard = None
+) -> Any:
+    """Every pair of one cluster (id_a, id_b, jaccard) as NDJSON, verified when read: a dense
+    cluster stores only a verified subset of its pairs that connects it, and this gives them all.
+    Quadratic in the cluster's size (a cluster of k near-copies has about k²/2 pairs)."""
+    ctx = context(request)
+    with ctx.indexes.index(name) as index:
+        rows = index.cluster_pairs(cluster, min_jaccard)
+        first = next(rows, None)  # a cluster that is not there is a 404, before the stream starts
+    head = [] if first is None else [first]
+    return StreamingResponse(
+        _ndjson({"id_a": a, "id_b": b, "jaccard": j} for a, b, j in itertools.chain(head, rows)),
+        media_type=NDJSON,
+    )
 
 
 # -- the changes feed -----------------------------------------------------------------------------

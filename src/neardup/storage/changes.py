@@ -65,11 +65,15 @@ class Change:
     jaccard: float | None = None
     cluster: int | None = None
     clusters: list[int] | None = None
+    dense: bool | None = None
+    """For a cluster's change: whether it concerns a dense cluster (merged: the one kept has the
+    collection's ``dense_cluster_size`` contents or more after the write; split: its parts have
+    them together), whose stored pairs are a connecting subset of its pairs."""
 
     def to_dict(self) -> dict[str, Any]:
         """The change as JSON takes it (fields that do not apply left out)."""
         out: dict[str, Any] = {"seq": self.seq, "at": self.at.isoformat(), "kind": self.kind}
-        for name in ("id", "id_a", "id_b", "jaccard", "cluster", "clusters"):
+        for name in ("id", "id_a", "id_b", "jaccard", "cluster", "clusters", "dense"):
             if (value := getattr(self, name)) is not None:
                 out[name] = value
         return out
@@ -158,26 +162,33 @@ def touch(scope: Scope, external_ids: Sequence[str] | None) -> None:
 # cluster splits, cluster merges (in that order, as they happened), numbered after the counter.
 _RECORD = """
 WITH now_pairs AS ({pairs}),
+bound AS (
+    SELECT coalesce((params ->> 'dense_cluster_size')::bigint, 128) AS n
+    FROM {s}.collections WHERE collection_id = %(c)s
+),
 ev AS (
     SELECT 0 AS ord, 'collection.rebuilt' AS kind, NULL::text AS id_a, NULL::text AS id_b,
-           NULL::float8 AS sim, NULL::int8 AS cluster, NULL::int8[] AS clusters
+           NULL::float8 AS sim, NULL::int8 AS cluster, NULL::int8[] AS clusters, NULL::boolean AS dense
     WHERE %(rebuilt)s
     UNION ALL
     SELECT 1, CASE WHEN NOT t.existed THEN 'document.added' WHEN d.doc_id IS NULL THEN 'document.removed'
-                   ELSE 'document.replaced' END, t.id, NULL, NULL, NULL, NULL
+                   ELSE 'document.replaced' END, t.id, NULL, NULL, NULL, NULL, NULL
     FROM neardup_touched t LEFT JOIN {documents_p} d ON d.collection_id = %(c)s AND d.external_id = t.id
     WHERE t.existed OR d.doc_id IS NOT NULL
     UNION ALL
-    SELECT 2, 'pair.removed', b.a, b.b, NULL, NULL, NULL FROM neardup_pairs_before b
+    SELECT 2, 'pair.removed', b.a, b.b, NULL, NULL, NULL, NULL FROM neardup_pairs_before b
     WHERE NOT EXISTS (SELECT 1 FROM now_pairs n WHERE n.a = b.a AND n.b = b.b)
     UNION ALL
-    SELECT 3, 'pair.added', n.a, n.b, n.sim, NULL, NULL FROM now_pairs n
+    SELECT 3, 'pair.added', n.a, n.b, n.sim, NULL, NULL, NULL FROM now_pairs n
     WHERE NOT EXISTS (SELECT 1 FROM neardup_pairs_before b WHERE b.a = n.a AND b.b = n.b AND b.sim = n.sim)
     UNION ALL
-    SELECT 4, 'cluster.split', NULL, NULL, NULL, s.old, array_agg(DISTINCT s.new ORDER BY s.new)
+    SELECT 4, 'cluster.split', NULL, NULL, NULL, s.old, array_agg(DISTINCT s.new ORDER BY s.new),
+           (SELECT count(*) FROM {contents_p} t WHERE t.cluster_id = ANY(array_agg(s.new)))
+               >= (SELECT n FROM bound)
     FROM unnest(%(split_old)s::int8[], %(split_new)s::int8[]) AS s(old, new) GROUP BY s.old
     UNION ALL
-    SELECT 5, 'cluster.merged', NULL, NULL, NULL, m.new, array_agg(DISTINCT m.old ORDER BY m.old)
+    SELECT 5, 'cluster.merged', NULL, NULL, NULL, m.new, array_agg(DISTINCT m.old ORDER BY m.old),
+           (SELECT count(*) FROM {contents_p} t WHERE t.cluster_id = m.new) >= (SELECT n FROM bound)
     FROM unnest(%(merged_old)s::int8[], %(merged_new)s::int8[]) AS m(old, new) GROUP BY m.new
 ),
 numbered AS (
@@ -188,8 +199,8 @@ bump AS (
     WHERE collection_id = %(c)s RETURNING last_change - (SELECT count(*) FROM numbered) AS base, last_change
 ),
 written AS (
-    INSERT INTO {s}.changes (collection_id, seq, kind, id_a, id_b, similarity, cluster, clusters)
-    SELECT %(c)s, bump.base + numbered.n, kind, id_a, id_b, sim, cluster, clusters FROM numbered, bump
+    INSERT INTO {s}.changes (collection_id, seq, kind, id_a, id_b, similarity, cluster, clusters, dense)
+    SELECT %(c)s, bump.base + numbered.n, kind, id_a, id_b, sim, cluster, clusters, dense FROM numbered, bump
 )
 SELECT last_change - base FROM bump
 """
@@ -287,7 +298,7 @@ def kept(scope: Scope) -> tuple[int, int]:
 
 _PAGE = """
 SELECT c.change_feed, c.changes_from, c.last_change,
-       x.seq, x.at, x.kind, x.id_a, x.id_b, x.similarity, x.cluster, x.clusters
+       x.seq, x.at, x.kind, x.id_a, x.id_b, x.similarity, x.cluster, x.clusters, x.dense
 FROM {s}.collections c
 LEFT JOIN LATERAL (
     SELECT * FROM {s}.changes y WHERE y.collection_id = c.collection_id AND y.seq > %(since)s
@@ -325,13 +336,15 @@ def page(scope: Scope, name: str, since: int, limit: int) -> ChangesPage:
 
 
 def _change(r: tuple[Any, ...]) -> Change:
-    seq, at, kind, id_a, id_b, sim, cluster, clusters = r
+    seq, at, kind, id_a, id_b, sim, cluster, clusters, dense = r
     if kind.startswith("document."):
         return Change(int(seq), at, kind, id=id_a)
     if kind.startswith("pair."):
         return Change(int(seq), at, kind, id_a=id_a, id_b=id_b, jaccard=None if sim is None else float(sim))
     if kind.startswith("cluster."):
-        return Change(int(seq), at, kind, cluster=int(cluster), clusters=[int(c) for c in clusters])
+        return Change(
+            int(seq), at, kind, cluster=int(cluster), clusters=[int(c) for c in clusters], dense=bool(dense)
+        )
     return Change(int(seq), at, kind)
 
 

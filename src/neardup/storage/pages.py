@@ -25,6 +25,8 @@ class ClusterRow:
     size: int
     representative: str
     ids: list[str]
+    dense: bool = False
+    """Whether it is one of ``dense_clusters``: its stored pairs a connecting subset."""
 
 
 def pairs_page(
@@ -47,10 +49,13 @@ def pairs_page(
 
 # Clusters grouped from the cluster_list view: id order is bytewise (the ids' "C" collation).
 _CLUSTERS = (
-    "SELECT cluster, size, representative, ids FROM ("
+    "SELECT cluster, size, representative, ids, dense FROM ("
+    "SELECT g.*, k.cluster IS NOT NULL AS dense FROM ("
     "SELECT cluster, count(*) AS size, min(id) FILTER (WHERE representative) AS representative, "
     "(array_agg(id ORDER BY id))[1:%(ids)s] AS ids FROM {s}.cluster_list "
     "WHERE collection_id = %(c)s GROUP BY cluster) g "
+    "LEFT JOIN (SELECT cluster FROM {s}.dense_clusters WHERE collection_id = %(c)s) k "
+    "ON k.cluster = g.cluster) x "
 )
 
 
@@ -68,7 +73,7 @@ def clusters_page(
     query = _CLUSTERS + "WHERE representative > %(after)s ORDER BY representative LIMIT %(n)s"
     with translated("reading a page of clusters"):
         rows = scope.conn.execute(scope.sql(query), params).fetchall()
-    return [ClusterRow(int(c), int(n), r, list(ids)) for c, n, r, ids in rows]
+    return [ClusterRow(int(c), int(n), r, list(ids), bool(d)) for c, n, r, ids, d in rows]
 
 
 def largest_clusters(
@@ -84,7 +89,7 @@ def largest_clusters(
     query += "ORDER BY size DESC, representative LIMIT %(n)s"
     with translated("reading the largest clusters"):
         rows = scope.conn.execute(scope.sql(query), params).fetchall()
-    return [ClusterRow(int(c), int(n), r, list(ids)) for c, n, r, ids in rows]
+    return [ClusterRow(int(c), int(n), r, list(ids), bool(d)) for c, n, r, ids, d in rows]
 
 
 def cluster_members(scope: Scope, cluster: int, limit: int) -> list[tuple[str, dict[str, Any] | None]]:
@@ -99,6 +104,16 @@ def cluster_members(scope: Scope, cluster: int, limit: int) -> list[tuple[str, d
             (cluster, limit),
         ).fetchall()
     return [(r[0], r[1]) for r in rows]
+
+
+def dense_size(scope: Scope, cluster: int) -> int | None:
+    """The contents of a dense cluster (``dense_clusters``), None for any other."""
+    with translated(f"reading cluster {cluster}"):
+        row = scope.conn.execute(
+            scope.sql("SELECT contents FROM {s}.dense_clusters WHERE collection_id = %s AND cluster = %s"),
+            (scope.collection_id, cluster),
+        ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def cluster_pairs(scope: Scope, cluster: int, limit: int) -> list[tuple[str, str, float, str]]:

@@ -28,6 +28,34 @@ SELECT (SELECT count(*) FROM {documents_p}),
     return {k: int(v) for k, v in zip(keys, row, strict=True)}
 
 
+def dense_clusters(scope: Scope) -> list[tuple[int, int, int]]:
+    """(cluster, contents, documents) of each dense cluster (``dense_clusters``), largest first."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT k.cluster, k.contents, count(d.doc_id) FROM {s}.dense_clusters k "
+            "JOIN {contents_p} t ON t.collection_id = k.collection_id AND t.cluster_id = k.cluster "
+            "JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id "
+            "WHERE k.collection_id = %s GROUP BY k.cluster, k.contents ORDER BY 2 DESC, 1"
+        ),
+        (scope.collection_id,),
+    ).fetchall()
+    return [(int(c), int(n), int(m)) for c, n, m in rows]
+
+
+def clusters_of(scope: Scope, external_ids: list[str]) -> dict[str, tuple[int, int]]:
+    """The cluster of each stored document named (by external id) and its contents."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT d.external_id, t.cluster_id, (SELECT count(*) FROM {contents_p} u "
+            "WHERE u.collection_id = t.collection_id AND u.cluster_id = t.cluster_id) "
+            "FROM {documents_p} d JOIN {contents_p} t USING (collection_id, content_id) "
+            "WHERE d.collection_id = %s AND d.external_id = ANY(%s)"
+        ),
+        (scope.collection_id, external_ids),
+    ).fetchall()
+    return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+
 def document_pairs(scope: Scope) -> int:
     """Pairs of documents, as the pairs listing (``pair_list``) has them: every pair of documents
     whose texts are a stored pair, and the identical pairs."""
