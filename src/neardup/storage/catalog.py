@@ -92,6 +92,26 @@ def reserve(scope: Scope, count: int) -> int:
     return int(row[0])
 
 
+def reserve_documents(scope: Scope, name: str, count: int) -> int:
+    """Take ``count`` consecutive document ids for collection ``name`` and return the first, in a
+    transaction of its own under the writer lock (a writer reads the counter in its turn and
+    stores it after, so the counter moves only there). Ids taken so are for the caller to hand
+    out (``ingest.parallel``); a batch written with them leaves the counter as it is."""
+    with scope.conn.transaction():
+        if get(scope, name, lock=True) is None:
+            raise InternalError(f"collection {name!r} has no row to reserve document ids from")
+        row = scope.conn.execute(
+            scope.sql(
+                "UPDATE {s}.collections SET next_doc_id = next_doc_id + %s "
+                "WHERE collection_id = %s RETURNING next_doc_id - %s"
+            ),
+            (count, scope.collection_id, count),
+        ).fetchone()
+    if row is None:
+        raise InternalError(f"collection {scope.collection_id} has no row to reserve document ids from")
+    return int(row[0])
+
+
 def reserve_past(scope: Scope, counter: int) -> None:
     """Move the content id counter to ``counter`` unless it is past it already (after a rebuild
     cleared the collection, so that ids used before it are never taken again)."""
