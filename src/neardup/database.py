@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neardup.config import DEFAULT_THRESHOLD
@@ -25,7 +26,7 @@ from neardup.core.advice import DEFAULT_TARGET, Advice, advise
 from neardup.core.params import Params
 from neardup.credentials import ACCESS_LEVELS, digest, new_secret, shown_prefix
 from neardup.errors import CollectionNotFoundError, ParamsError
-from neardup.storage import catalog, changes, labels, migrate, pages, statistics, tokens
+from neardup.storage import backup, catalog, changes, labels, migrate, pages, statistics, tokens
 from neardup.storage.changes import Change, ChangesPage
 from neardup.storage.connect import redacted, transaction, translated
 from neardup.storage.labels import LABELS, LabelRow
@@ -140,6 +141,19 @@ class Database:
     def downgrade(self, revision: str) -> None:
         """Take the schema down to ``revision``; ``base`` drops every neardup table (and its data)."""
         migrate.downgrade(self.url, self.schema, revision)
+
+    def backup(self, out: str | Path) -> None:
+        """Write the whole schema (every collection, token, label, change and queued follow) to
+        ``out`` with ``pg_dump``, in its custom format: one consistent snapshot, no writer blocked."""
+        with self._scope() as scope, translated(f"backing up schema {self.schema!r}"):
+            backup.dump(self.url, scope.conn, self.schema, Path(out))
+
+    def restore(self, archive: str | Path, *, replace: bool = False) -> None:
+        """Restore the schema from a ``backup`` with ``pg_restore``, in one transaction; SchemaError
+        when it exists here already, unless ``replace`` (the old one is dropped once the restore
+        has committed). A backup of an older neardup is brought up to date by ``upgrade``."""
+        with self._scope() as scope, translated(f"restoring schema {self.schema!r}"):
+            backup.restore(self.url, scope.conn, self.schema, Path(archive), replace=replace)
 
     def require_current(self) -> None:
         """SchemaError unless the schema is at the revision this neardup needs."""
