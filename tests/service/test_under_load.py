@@ -32,6 +32,7 @@ WAITERS = 60
 # in the meantime.
 LONGPOLL_MS = 60_000
 SETTLE_SECONDS = 120
+SHORT_LONGPOLL: dict[str, str | int] = {"feed": "longpoll", "timeout": 1000}
 
 
 def _metric(base: str, name: str) -> tuple[float, float]:
@@ -130,9 +131,7 @@ def test_longpolls_past_the_bound_get_503_with_retry_after(
         done: list[tuple[str, Any]] = []
         with _longpolls(server.base, token, "bounded", 3, done) as answers:
             _wait_for_waiting(server.base, 3)
-            refused = admin.get(
-                "/v1/collections/bounded/changes", params={"feed": "longpoll", "timeout": 1000}
-            )
+            refused = admin.get("/v1/collections/bounded/changes", params=SHORT_LONGPOLL)
             assert refused.status_code == 503
             assert int(refused.headers["Retry-After"]) > 0
             assert "longpolls" in refused.json()["detail"]
@@ -146,7 +145,7 @@ def test_longpolls_past_the_bound_get_503_with_retry_after(
             )
         assert [r.status_code for r in answers] == [200, 200, 200]
         # The slots came back with the answers.
-        again = admin.get("/v1/collections/bounded/changes", params={"feed": "longpoll", "timeout": 1000})
+        again = admin.get("/v1/collections/bounded/changes", params=SHORT_LONGPOLL)
         assert again.status_code == 200
     finally:
         server.close_clients()
@@ -259,3 +258,32 @@ def test_health_is_answered_while_a_large_top_k_query_runs(
         server.close_clients()
         server.stop()
     assert answered >= HEALTH_WHILE_RUNNING, answered
+
+
+def test_a_longpoll_whose_client_left_gives_its_place_back_before_its_timeout(
+    database_url: str, schema: str, tmp_path: Path
+) -> None:
+    token = make_token(database_url, schema, "admin", name="left-longpoll")
+    server = start_service(database_url, schema, tmp_path / "serve.log", "--max-longpolls", "1")
+    try:
+        admin = server.client(token)
+        r = admin.post("/v1/collections", json={"name": "left", "changes_feed": True})
+        assert r.status_code == 201
+        host, port = urlsplit(server.base).hostname, urlsplit(server.base).port
+        request = (
+            f"GET /v1/collections/left/changes?feed=longpoll&timeout={LONGPOLL_MS} HTTP/1.1\r\n"
+            f"Host: {host}:{port}\r\nAuthorization: Bearer {token}\r\n\r\n"
+        )
+        with socket.create_connection((host, port), timeout=60) as sock:
+            sock.sendall(request.encode())
+            _wait_for_waiting(server.base, 1)
+        # The client is gone: its place comes back long before its minute is up, and the next
+        # longpoll gets it (past the bound of one it would get 503).
+        deadline = time.monotonic() + LONGPOLL_MS / 1000 / 2
+        while _metric(server.base, "neardup_longpolls_waiting")[0] > 0:
+            assert time.monotonic() < deadline, "the place of a client that left was held to its timeout"
+            time.sleep(0.2)
+        assert admin.get("/v1/collections/left/changes", params=SHORT_LONGPOLL).status_code == 200
+    finally:
+        server.close_clients()
+        server.stop()
