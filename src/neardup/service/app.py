@@ -12,7 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from neardup import __version__
 from neardup.service import docs, logs, problems, review, routes
-from neardup.service.arenas import cap_arenas
+from neardup.service.arenas import cap_arenas, fix_mmap_threshold
 from neardup.service.auth import context
 from neardup.service.bodies import BodyTooLargeError, read_body, replay
 from neardup.service.context import DEFAULT_MAX_BODY, Context, Settings
@@ -65,6 +65,7 @@ async def _no_body() -> Message:
 def create_app(settings: Settings) -> FastAPI:
     """The service for one database (every collection of its schema)."""
     cap_arenas()  # before the request threads exist: each would take an arena of its own
+    fix_mmap_threshold()  # a request's large arrays go back to the system when freed
     ctx = Context(settings)
 
     @asynccontextmanager
