@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -88,6 +89,32 @@ class Context:
         self.tokens = TokenCache()
         self.longpolls = Longpolls(self.settings.max_longpolls)
         self.metrics = Metrics(self)
+
+    def gauges(self) -> dict[str, float]:
+        """The gauges /metrics shows (``metrics.GAUGES``), as they are now (on the event loop's
+        thread: the worker threads' figures are read there)."""
+        callbacks, connected = self.db.listening()
+        in_use, idle = self.indexes.sizes()
+        busy, limit, queued = self.threads()
+        out = {
+            "neardup_worker_pid": float(os.getpid()),
+            "neardup_longpolls_waiting": self.longpolls.waiting,
+            "neardup_longpolls_limit": self.longpolls.limit,
+            "neardup_changes_listeners": callbacks,
+            "neardup_changes_listener_connected": float(connected),
+            "neardup_index_pool_in_use": in_use,
+            "neardup_index_pool_idle": idle,
+            "neardup_connection_pool_idle": self.db.idle(),
+            "neardup_worker_threads_busy": busy,
+            "neardup_worker_threads_limit": limit,
+            "neardup_worker_threads_queued": queued,
+        }
+        embedded = self.embedded()
+        if embedded is not None:
+            out["neardup_embedded_server_running"] = float(embedded[0])
+            out["neardup_embedded_server_in_use"] = float(embedded[1])
+            out["neardup_embedded_server_idle_seconds"] = embedded[2]
+        return {name: float(value) for name, value in out.items()}
 
     @staticmethod
     def threads() -> tuple[int, int, int]:
