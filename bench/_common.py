@@ -160,14 +160,18 @@ class Served:
 
 
 @contextmanager
-def serving(url: str, schema: str, workers: int = 1, *, log: IO[bytes] | None = None) -> Iterator[Served]:
+def serving(
+    url: str, schema: str, workers: int = 1, *, log: IO[bytes] | None = None, extra: Sequence[str] = ()
+) -> Iterator[Served]:
     """`neardup serve` on a free loopback port (its log at level warning, so no access log, into
-    ``log`` or nowhere), answering /healthz before this yields; stopped afterwards."""
+    ``log`` or nowhere; ``extra`` options after the others), answering /healthz before this
+    yields; stopped afterwards."""
     import httpx
 
     port = free_port()
     argv = [sys.executable, "-m", "neardup", "--db", url, "--schema", schema, "serve"]
     argv += ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", "warning"]
+    argv += extra
     process = subprocess.Popen(argv, stderr=log if log is not None else subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
