@@ -275,13 +275,15 @@ class Served:
 
 
 @contextmanager
-def serving(url: str, schema: str, workers: int = 1, *, log: IO[bytes] | None = None) -> Iterator[Served]:
+def serving(
+    url: str, schema: str, workers: int = 1, *, log: IO[bytes] | None = None, extra: Sequence[str] = ()
+) -> Iterator[Served]:
     """`neardup serve` on a free loopback port (its log at level warning, so no access log, into
-    ``log`` or nowhere), answering /healthz before this yields; stopped afterwards."""
+    ``log`` or nowhere; ``extra`` options after the others), answering /healthz before this
+    yields; stopped afterwards."""
     port = free_port()
-    process = subprocess.Popen(
-        serve_command(url, schema, port, workers), stderr=log if log is not None else subprocess.DEVNULL
-    )
+    argv = [*serve_command(url, schema, port, workers), *extra]
+    process = subprocess.Popen(argv, stderr=log if log is not None else subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
         if not healthy(base, lambda: process.poll() is None):

@@ -92,11 +92,14 @@ class Writer:
         progress: Callable[[AddResult], None] | None = None,
         clock: StageClock = NO_CLOCK,
         concurrent: bool = False,
+        numbers: Iterator[int] | None = None,
     ) -> AddResult:
         """Check, sketch and write ``records``, ``batch_size`` per transaction (None: all in one;
         see ``Index.add``); ``clock`` gets the time of each stage. ``concurrent``: other writers add
         to the collection meanwhile, so each batch probes and verifies before its turn at the lock
-        (``prework``)."""
+        (``prework``). ``numbers``: the document id of each record in turn, taken ahead in input
+        order (``catalog.reserve_documents``), so that the earliest in the input is the earliest
+        stored whichever writer commits first."""
         if batch_size is not None and (
             isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
         ):
@@ -109,7 +112,7 @@ class Writer:
             ThreadPoolExecutor(max_workers=2, thread_name_prefix="neardup-add") as pool,
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-ahead") as ahead_pool,
         ):
-            upcoming = Upcoming(records, batch_size, self.sketcher, reader, pool)
+            upcoming = Upcoming(records, batch_size, self.sketcher, reader, pool, numbers)
             ahead = None
             if not (concurrent or self._scope.distributed):
                 ahead = WritingAhead(ahead_pool, self._connections, upcoming, self._context())

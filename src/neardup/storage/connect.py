@@ -118,6 +118,16 @@ def libpq_url(url: str) -> str:
     return _parse(url).render("postgresql", hide_password=False)
 
 
+def libpq_parts(url: str) -> tuple[str, str | None]:
+    """The libpq connection URI without its password, and the password (for PGPASSWORD), so that
+    a program given the URI on its command line shows no secret to other users."""
+    parsed = _parse(url)
+    bare = _Url(
+        parsed.drivername, parsed.username, None, parsed.host, parsed.port, parsed.database, parsed.query
+    )
+    return bare.render("postgresql", hide_password=False), parsed.password
+
+
 def redacted(url: str) -> str:
     """The URL with any password hidden, for messages."""
     try:
