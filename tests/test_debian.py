@@ -18,6 +18,8 @@ import pytest
 from neardup.index import Index
 from tests.conftest import psycopg_url
 
+pytestmark = pytest.mark.distributed_variant
+
 CANDIDATES = [
     os.environ.get("NEARDUP_DATA_DIR", ""),
     str(Path(__file__).resolve().parents[2] / "shared" / "data"),

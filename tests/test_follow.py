@@ -26,6 +26,8 @@ from neardup.storage import follow as queue
 from tests._state import collection_state
 from tests.conftest import Run, neardup_argv, psycopg_url
 
+pytestmark = pytest.mark.distributed_variant
+
 WORDS = [f"w{i}" for i in range(40)]
 
 

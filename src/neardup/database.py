@@ -216,8 +216,6 @@ class Database:
             transaction(scope.conn),
         ):
             row = self._row(scope, name)
-            if on and row.distributed:
-                raise ParamsError(f"collection {name!r} is distributed: it keeps no changes feed (yet)")
             mine = scope.with_collection(row.collection_id, row.distributed)
             catalog.get(mine, name, lock=True)
             changes.set_feed(mine, on, retention)

@@ -116,8 +116,6 @@ def _insert_or_reuse(
     catalog.lock_name(scope, name)
     row = catalog.get(scope, name)
     if row is None:
-        if feed[0] and distributed:
-            raise ParamsError("a distributed collection keeps no changes feed (yet): leave changes_feed off")
         return catalog.insert(
             scope,
             name,
@@ -277,8 +275,6 @@ class Index:
             scope = Scope(conn, schema)
             with translated(f"preparing schema {schema!r} for collection {name!r}"), transaction(conn):
                 distributed = citus.prepare(scope, distributed, shards, redacted(url))
-            if distributed and config.params.neighbours:
-                raise ParamsError("neighbours are kept on one server only: create it with distributed=False")
             with translated(f"creating collection {name!r}"), transaction(conn):
                 row = _insert_or_reuse(scope, name, config, distributed, exist_ok, keep, feed)
                 if config.params.neighbours:
@@ -545,18 +541,14 @@ class Index:
         commit independently of it.
         """
         floor = self.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
-        return listings.pairs(
-            self._url, self.schema, self._scope.collection_id, floor, f"listing pairs of {self.name!r}"
-        )
+        return listings.pairs(self._url, self._scope, floor, f"listing pairs of {self.name!r}")
 
     def clusters(self) -> Iterator[Cluster]:
         """Connected components of the pairs (copies of one text included), two or more ids each:
         each a ``Cluster``, its ids sorted, with its lasting ``id`` and its ``representative``
         (the ``keep`` policy's choice); clusters in the order of their smallest id. Read like
         ``pairs``, on a connection of its own."""
-        rows = listings.clusters(
-            self._url, self.schema, self._scope.collection_id, f"listing clusters of {self.name!r}"
-        )
+        rows = listings.clusters(self._url, self._scope, f"listing clusters of {self.name!r}")
         for cluster_id, group in itertools.groupby(rows, key=lambda r: r[0]):
             members = list(group)
             kept = next(r[1] for r in members if r[2])

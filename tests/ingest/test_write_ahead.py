@@ -19,6 +19,8 @@ from tests._corpus import brute_force_pairs, planted_corpus
 from tests._state import collection_state
 from tests.ingest._hooks import count_withdrawals
 
+pytestmark = pytest.mark.distributed_variant
+
 AHEAD = "worker: ahead: the next batch's contents and signatures COPY"
 PARAMS = {"threshold": 0.8, "bands": 64, "rows": 2}
 

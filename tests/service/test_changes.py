@@ -9,9 +9,12 @@ from typing import Any
 
 import httpx
 import psycopg
+import pytest
 
 from tests.conftest import psycopg_url
 from tests.service.conftest import Service, make_token, start_service
+
+pytestmark = pytest.mark.distributed_variant
 
 
 def _add(client: httpx.Client, name: str, docs: list[tuple[str, str]]) -> None:

@@ -17,6 +17,8 @@ from neardup.index import Index
 from tests._corpus import planted_corpus
 from tests.conftest import psycopg_url
 
+pytestmark = pytest.mark.distributed_variant
+
 # Wide bands: at these similarities LSH misses nothing, so every pair the feed names is the truth's.
 GENEROUS: dict[str, Any] = {"threshold": 0.5, "bands": 64, "rows": 2}
 

@@ -8,11 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+import pytest
 
 from neardup.ingest.store import ANALYZE_AFTER
 from neardup.storage.names import partition_name
 from tests._corpus import planted_corpus
 from tests.conftest import psycopg_url
+
+pytestmark = pytest.mark.distributed_variant
 
 TABLES = ("documents", "contents", "signatures", "pairs")
 

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from neardup.errors import InternalError
+from neardup.storage import pair_list
 from neardup.storage.scope import Scope
+
+# The clusters of two or more documents (as ``cluster_list`` has them): grouped by their cluster
+# id where the view numbers every document of the collection in a window, which Citus can run only
+# on the coordinator, after moving every document there.
+CLUSTER_COUNT = (
+    "SELECT count(*) FROM (SELECT t.cluster_id FROM {documents_p} d "
+    "JOIN {contents_p} t ON t.content_id = d.content_id WHERE t.shingle_count > 0 "
+    "GROUP BY t.cluster_id HAVING count(*) > 1) k"
+)
 
 
 def counts(scope: Scope) -> dict[str, int]:
@@ -11,16 +21,16 @@ def counts(scope: Scope) -> dict[str, int]:
     identical pairs (pairs of documents with one text) and clusters (of two or more documents)."""
     row = scope.conn.execute(
         scope.sql(
-            """
-SELECT (SELECT count(*) FROM {documents_p}),
-       (SELECT count(*) FROM {contents_p}),
-       (SELECT count(*) FROM {pairs_p}),
+            f"""
+SELECT (SELECT count(*) FROM {{documents_p}}),
+       (SELECT count(*) FROM {{contents_p}}),
+       (SELECT count(*) FROM {{pairs_p}}),
        (SELECT coalesce(sum(n * (n - 1) / 2), 0) FROM (
-            SELECT count(*) AS n FROM {documents_p} d JOIN {contents_p} t USING (collection_id, content_id)
+            SELECT count(*) AS n FROM {{documents_p}} d
+            JOIN {{contents_p}} t USING (collection_id, content_id)
             WHERE t.shingle_count > 0 GROUP BY d.content_id HAVING count(*) > 1) x),
-       (SELECT count(DISTINCT cluster) FROM {s}.cluster_list WHERE collection_id = %s)"""
+       ({CLUSTER_COUNT})"""
         ),
-        (scope.collection_id,),
     ).fetchone()
     if row is None:
         raise InternalError("the statistics query returned no row")
@@ -32,7 +42,7 @@ def document_pairs(scope: Scope) -> int:
     """Pairs of documents, as the pairs listing (``pair_list``) has them: every pair of documents
     whose texts are a stored pair, and the identical pairs."""
     row = scope.conn.execute(
-        scope.sql("SELECT count(*) FROM {s}.pair_list WHERE collection_id = %s"), (scope.collection_id,)
+        scope.sql(f"WITH {pair_list.cte(scope)} SELECT count(*) FROM dp"), {"c": scope.collection_id}
     ).fetchone()
     return int(row[0]) if row else 0
 
