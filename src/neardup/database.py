@@ -228,6 +228,17 @@ class Database:
             row = self._row(scope, collection)
         return Review(self, row.name, row.collection_id, row.distributed, row.threshold)
 
+    def review_counts(self, names: list[str]) -> dict[str, dict[str, int]]:
+        """``Review.counts`` of each of the collections ``names``, read together: each of the few
+        statements reads the schema's tables once for all of them (CollectionNotFoundError if one
+        is missing)."""
+        with self._scope() as scope, translated("counting collections for review"):
+            rows = [self._row(scope, name) for name in names]
+            counted = pages.review_counts_of(
+                scope, [r.collection_id for r in rows], any(r.distributed for r in rows)
+            )
+        return {r.name: counted[r.collection_id] for r in rows}
+
     @contextmanager
     def _collection_scope(self, name: str) -> Iterator[Scope]:
         """A pooled scope on the collection called ``name`` (CollectionNotFoundError if none)."""

@@ -315,6 +315,46 @@ def review_counts(scope: Scope) -> dict[str, int]:
     }
 
 
+def review_counts_of(scope: Scope, collection_ids: list[int], distributed: bool) -> dict[int, dict[str, int]]:
+    """``review_counts`` of several collections of the scope's schema (``distributed`` if its
+    collections are), each statement reading the schema's tables once for all of them."""
+    params = {"cs": collection_ids}
+    found: dict[int, dict[str, int]] = {c: dict.fromkeys(_REVIEW_COUNTS, 0) for c in collection_ids}
+    statements = (
+        (
+            "documents",
+            "SELECT collection_id, count(*) FROM {s}.documents WHERE collection_id = ANY(%(cs)s::int4[]) "
+            "GROUP BY collection_id",
+        ),
+        (
+            "clusters",
+            "SELECT collection_id, count(*) FROM (SELECT d.collection_id, t.cluster_id FROM {s}.documents d "
+            "JOIN {s}.contents t ON t.collection_id = d.collection_id AND t.content_id = d.content_id "
+            "WHERE d.collection_id = ANY(%(cs)s::int4[]) AND t.shingle_count > 0 "
+            "GROUP BY d.collection_id, t.cluster_id HAVING count(*) > 1) k GROUP BY collection_id",
+        ),
+        (
+            "document_pairs",
+            f"WITH {pair_list.cte_of_collections(distributed)} "
+            "SELECT p.collection_id, count(*), count(l.label) FROM dp p LEFT JOIN {s}.labels l "
+            "ON l.collection_id = p.collection_id AND l.id_a = p.id_a AND l.id_b = p.id_b "
+            "GROUP BY p.collection_id",
+        ),
+    )
+    with translated("counting collections for review"):
+        for what, query in statements:
+            for row in scope.conn.execute(scope.sql(query), params).fetchall():
+                found[int(row[0])][what] = int(row[1])
+                if what == "document_pairs":
+                    found[int(row[0])]["labelled"] = int(row[2])
+    for counts in found.values():
+        counts["left"] = counts["document_pairs"] - counts["labelled"]
+    return found
+
+
+_REVIEW_COUNTS = ("documents", "clusters", "document_pairs", "labelled", "left")
+
+
 def titles(scope: Scope, ids: list[str]) -> dict[str, str]:
     """A short line for each of ``ids`` that is a document: its metadata's ``title`` (or
     ``headline``) when it has one, else the start of its text; "" when neither is stored."""

@@ -56,3 +56,39 @@ def cte(scope: Scope, among: str | None = None) -> str:
             among_m="" if among is None else f" AND m.content_id IN ({among})",
         )
     return _ONE_SERVER.format(among="" if among is None else f" AND content_a IN ({among})")
+
+
+# The same over the schema's parent tables, for the collections in %(cs)s, with their collection_id.
+_DISTRIBUTED_MANY = """dp_second AS MATERIALIZED (
+    SELECT d.collection_id, d.content_id, d.external_id FROM {s}.documents d
+    WHERE d.collection_id = ANY(%(cs)s::int4[]) AND (d.collection_id, d.content_id) IN
+        (SELECT p.collection_id, p.content_b FROM {s}.pairs p WHERE p.collection_id = ANY(%(cs)s::int4[]))
+), dp AS MATERIALIZED (
+    SELECT p.collection_id, least(da.external_id, db.external_id) AS id_a,
+           greatest(da.external_id, db.external_id) AS id_b, p.similarity, p.method, p.content_a, p.content_b
+    FROM {s}.pairs p
+    JOIN {s}.documents da ON da.collection_id = p.collection_id AND da.content_id = p.content_a
+    JOIN dp_second db ON db.collection_id = p.collection_id AND db.content_id = p.content_b
+    WHERE p.collection_id = ANY(%(cs)s::int4[])
+    UNION ALL
+    SELECT da.collection_id, da.external_id, db.external_id, 1.0::double precision, 'identical',
+           da.content_id, db.content_id
+    FROM (SELECT collection_id, content_id FROM {s}.documents WHERE collection_id = ANY(%(cs)s::int4[])
+          GROUP BY collection_id, content_id HAVING count(*) > 1) m
+    JOIN {s}.documents da ON da.collection_id = m.collection_id AND da.content_id = m.content_id
+    JOIN {s}.documents db ON db.collection_id = m.collection_id AND db.content_id = m.content_id
+        AND db.external_id > da.external_id
+    JOIN {s}.contents t ON t.collection_id = m.collection_id AND t.content_id = m.content_id
+        AND t.shingle_count > 0
+)"""
+
+_ONE_SERVER_MANY = """dp AS (
+    SELECT collection_id, id_a, id_b, similarity, method, content_a, content_b FROM {s}.pair_list
+    WHERE collection_id = ANY(%(cs)s::int4[])
+)"""
+
+
+def cte_of_collections(distributed: bool) -> str:
+    """``cte`` for several collections at once (their ids bound as ``%(cs)s``), with each pair's
+    ``collection_id`` first: the schema's tables read once for all of them, not once each."""
+    return _DISTRIBUTED_MANY if distributed else _ONE_SERVER_MANY
