@@ -224,6 +224,9 @@ def _sharing_in_steps(
             (Int8s(fingerprint),),
         ).fetchone()
     held_keys, holders = (empty, empty) if row is None or row[0] is None else (_ints(row[0]), _ints(row[1]))
+    # In the probes' order, as one server's statement returns the common ones.
+    order = np.argsort(held_keys, kind="stable")
+    held_keys, holders = held_keys[order], holders[order]
     used = cap
     if first is not None:
         over_first = int(np.count_nonzero((holders > first[0]) & np.isin(held_keys, own)))
