@@ -144,7 +144,8 @@ class Database:
         costs one small query)."""
         with self._scope() as scope, translated("listing collections"), transaction(scope.conn):
             rows = catalog.all_rows(scope)
-            return [_info(r, _counts(scope, r) if counts else None) for r in rows]
+            counted = statistics.listed_counts(scope, [r.collection_id for r in rows]) if counts else {}
+            return [_info(r, counted.get(r.collection_id)) for r in rows]
 
     def info(self, name: str) -> CollectionInfo:
         """The collection called ``name`` with its counts; CollectionNotFoundError if there is none."""

@@ -321,18 +321,8 @@ def review_counts_of(scope: Scope, collection_ids: list[int], distributed: bool)
     params = {"cs": collection_ids}
     found: dict[int, dict[str, int]] = {c: dict.fromkeys(_REVIEW_COUNTS, 0) for c in collection_ids}
     statements = (
-        (
-            "documents",
-            "SELECT collection_id, count(*) FROM {s}.documents WHERE collection_id = ANY(%(cs)s::int4[]) "
-            "GROUP BY collection_id",
-        ),
-        (
-            "clusters",
-            "SELECT collection_id, count(*) FROM (SELECT d.collection_id, t.cluster_id FROM {s}.documents d "
-            "JOIN {s}.contents t ON t.collection_id = d.collection_id AND t.content_id = d.content_id "
-            "WHERE d.collection_id = ANY(%(cs)s::int4[]) AND t.shingle_count > 0 "
-            "GROUP BY d.collection_id, t.cluster_id HAVING count(*) > 1) k GROUP BY collection_id",
-        ),
+        statistics.LISTED_COUNTS[0],
+        statistics.LISTED_COUNTS[2],
         (
             "document_pairs",
             f"WITH {pair_list.cte_of_collections(distributed)} "

@@ -38,6 +38,40 @@ SELECT (SELECT count(*) FROM {{documents_p}}),
     return {k: int(v) for k, v in zip(keys, row, strict=True)}
 
 
+def listed_counts(scope: Scope, collection_ids: list[int]) -> dict[int, dict[str, int]]:
+    """Documents, pairs (stored pairs of distinct texts) and clusters of several collections of the
+    scope's schema, as ``counts`` has them: each a statement that reads the schema's tables once
+    for all of them (on a distributed schema, a statement on every shard however many there are)."""
+    found: dict[int, dict[str, int]] = {
+        c: dict.fromkeys(("documents", "pairs", "clusters"), 0) for c in collection_ids
+    }
+    for what, query in LISTED_COUNTS:
+        for row in scope.conn.execute(scope.sql(query), {"cs": collection_ids}).fetchall():
+            found[int(row[0])][what] = int(row[1])
+    return found
+
+
+LISTED_COUNTS = (
+    (
+        "documents",
+        "SELECT collection_id, count(*) FROM {s}.documents WHERE collection_id = ANY(%(cs)s::int4[]) "
+        "GROUP BY collection_id",
+    ),
+    (
+        "pairs",
+        "SELECT collection_id, count(*) FROM {s}.pairs WHERE collection_id = ANY(%(cs)s::int4[]) "
+        "GROUP BY collection_id",
+    ),
+    (
+        "clusters",
+        "SELECT collection_id, count(*) FROM (SELECT d.collection_id, t.cluster_id FROM {s}.documents d "
+        "JOIN {s}.contents t ON t.collection_id = d.collection_id AND t.content_id = d.content_id "
+        "WHERE d.collection_id = ANY(%(cs)s::int4[]) AND t.shingle_count > 0 "
+        "GROUP BY d.collection_id, t.cluster_id HAVING count(*) > 1) k GROUP BY collection_id",
+    ),
+)
+
+
 def document_pairs(scope: Scope) -> int:
     """Pairs of documents, as the pairs listing (``pair_list``) has them: every pair of documents
     whose texts are a stored pair, and the identical pairs."""
