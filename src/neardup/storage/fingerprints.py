@@ -215,15 +215,7 @@ def _sharing_in_steps(
     of its own), where one server stops one past the cap."""
     empty = np.empty(0, np.int64)
     own = empty if own is None else own
-    with scope.conn.cursor(binary=True) as cur:
-        row = cur.execute(
-            scope.sql(
-                "SELECT array_agg(bucket), array_agg(n) FROM (SELECT bucket, count(*) AS n FROM {buckets_p} "
-                "WHERE bucket = ANY(%s::int8[]) GROUP BY bucket) k"
-            ),
-            (Int8s(fingerprint),),
-        ).fetchone()
-    held_keys, holders = (empty, empty) if row is None or row[0] is None else (_ints(row[0]), _ints(row[1]))
+    held_keys, holders = _rows_by(scope, "bucket", fingerprint)
     # In the probes' order, as one server's statement returns the common ones.
     order = np.argsort(held_keys, kind="stable")
     held_keys, holders = held_keys[order], holders[order]
@@ -237,17 +229,9 @@ def _sharing_in_steps(
     counted = held_keys[holders <= used]
     if counted.size == 0:
         return Sharing(empty, empty, empty, common, used)
-    with scope.conn.cursor(binary=True) as cur:
-        row = cur.execute(
-            scope.sql(
-                "SELECT array_agg(content_id), array_agg(n) FROM (SELECT content_id, count(*) AS n "
-                "FROM {buckets_p} WHERE bucket = ANY(%s::int8[]) GROUP BY content_id) g"
-            ),
-            (Int8s(counted),),
-        ).fetchone()
-    if row is None or row[0] is None:
+    ids, shared = _rows_by(scope, "content_id", counted)
+    if ids.size == 0:
         return Sharing(empty, empty, empty, common, used)
-    ids, shared = _ints(row[0]), _ints(row[1])
     raised = shared + slack * np.sqrt(shared) + 1
     if density is None:
         # Those whose count could make the share, and those long enough whatever they share.
@@ -267,8 +251,22 @@ def _sharing_in_steps(
     return Sharing(kept, shared[keep], sizes, common, used)
 
 
-def _ints(values: object) -> npt.NDArray[np.int64]:
-    return np.asarray(values, dtype=np.int64)
+def _rows_by(
+    scope: Scope, column: str, keys: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Of the bucket rows under ``keys``: each value of ``column`` (bucket or content_id) and its
+    rows, one statement that each shard answers for its own rows."""
+    with scope.conn.cursor(binary=True) as cur:
+        row = cur.execute(
+            scope.sql(
+                f"SELECT array_agg({column}), array_agg(n) FROM (SELECT {column}, count(*) AS n "
+                f"FROM {{buckets_p}} WHERE bucket = ANY(%s::int8[]) GROUP BY {column}) g"
+            ),
+            (Int8s(keys),),
+        ).fetchone()
+    if row is None or row[0] is None:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.asarray(row[0], dtype=np.int64), np.asarray(row[1], dtype=np.int64)
 
 
 def _sizes(scope: Scope, ids: npt.NDArray[np.int64], at_least: int | None) -> dict[int, int]:
