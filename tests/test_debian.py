@@ -22,6 +22,8 @@ from neardup.index import Cluster, Index
 from tests._corpus import components
 from tests.conftest import psycopg_url
 
+pytestmark = pytest.mark.distributed_variant
+
 DENSE = 20
 
 CANDIDATES = [

@@ -27,6 +27,8 @@ from neardup.storage.server import LocalServer, throwaway_server
 from tests._state import collection_state
 from tests.conftest import Run, neardup_argv, psycopg_url
 
+pytestmark = pytest.mark.distributed_variant
+
 WORDS = [f"w{i}" for i in range(40)]
 
 

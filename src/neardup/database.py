@@ -168,7 +168,8 @@ class Database:
         costs one small query)."""
         with self._scope() as scope, translated("listing collections"), transaction(scope.conn):
             rows = catalog.all_rows(scope)
-            return [_info(r, _counts(scope, r) if counts else None) for r in rows]
+            counted = statistics.listed_counts(scope, [r.collection_id for r in rows]) if counts else {}
+            return [_info(r, counted.get(r.collection_id)) for r in rows]
 
     def info(self, name: str) -> CollectionInfo:
         """The collection called ``name`` with its counts; CollectionNotFoundError if there is none."""
@@ -260,8 +261,6 @@ class Database:
             transaction(scope.conn),
         ):
             row = self._row(scope, name)
-            if on and row.distributed:
-                raise ParamsError(f"collection {name!r} is distributed: it keeps no changes feed (yet)")
             mine = scope.with_collection(row.collection_id, row.distributed)
             catalog.get(mine, name, lock=True)
             changes.set_feed(mine, on, retention)
@@ -273,6 +272,17 @@ class Database:
         with self._scope() as scope, translated(f"reading collection {collection!r}"):
             row = self._row(scope, collection)
         return Review(self, row.name, row.collection_id, row.distributed, row.threshold)
+
+    def review_counts(self, names: list[str]) -> dict[str, dict[str, int]]:
+        """``Review.counts`` of each of the collections ``names``, read together: each of the few
+        statements reads the schema's tables once for all of them (CollectionNotFoundError if one
+        is missing)."""
+        with self._scope() as scope, translated("counting collections for review"):
+            rows = [self._row(scope, name) for name in names]
+            counted = pages.review_counts_of(
+                scope, [r.collection_id for r in rows], any(r.distributed for r in rows)
+            )
+        return {r.name: counted[r.collection_id] for r in rows}
 
     @contextmanager
     def _collection_scope(self, name: str) -> Iterator[Scope]:

@@ -131,8 +131,6 @@ def _insert_or_reuse(
     catalog.lock_name(scope, name)
     row = catalog.get(scope, name)
     if row is None:
-        if feed[0] and distributed:
-            raise ParamsError("a distributed collection keeps no changes feed (yet): leave changes_feed off")
         return catalog.insert(
             scope,
             name,
@@ -317,8 +315,6 @@ class Index:
             scope = Scope(conn, schema)
             with translated(f"preparing schema {schema!r} for collection {name!r}"), transaction(conn):
                 distributed = citus.prepare(scope, distributed, shards, redacted(url))
-            if distributed and config.params.neighbours:
-                raise ParamsError("neighbours are kept on one server only: create it with distributed=False")
             with translated(f"creating collection {name!r}"), transaction(conn):
                 row = _insert_or_reuse(scope, name, config, distributed, exist_ok, keep, feed)
                 if config.params.neighbours:
@@ -600,7 +596,7 @@ class Index:
         if cluster is not None and (isinstance(cluster, bool) or not isinstance(cluster, int)):
             raise ParamsError(f"cluster must be an integer, got {cluster!r}")
         doing = f"listing pairs of {self.name!r}"
-        return listings.pairs(self._url, self.schema, self._scope.collection_id, floor, doing, cluster)
+        return listings.pairs(self._url, self._scope, floor, doing, cluster)
 
     def dense_clusters(self) -> list[tuple[int, int, int]]:
         """(cluster id, contents, documents) of each dense cluster, largest first: those whose
@@ -637,9 +633,7 @@ class Index:
         each a ``Cluster``, its ids sorted, with its lasting ``id`` and its ``representative``
         (the ``keep`` policy's choice); clusters in the order of their smallest id. Read like
         ``pairs``, on a connection of its own."""
-        rows = listings.clusters(
-            self._url, self.schema, self._scope.collection_id, f"listing clusters of {self.name!r}"
-        )
+        rows = listings.clusters(self._url, self._scope, f"listing clusters of {self.name!r}")
         for cluster_id, group in itertools.groupby(rows, key=lambda r: r[0]):
             members = list(group)
             kept = next(r[1] for r in members if r[2])

@@ -23,6 +23,8 @@ from neardup.storage import migrate
 from neardup.storage.binary import signature_matrix
 from tests.conftest import psycopg_url
 
+pytestmark = pytest.mark.distributed_variant
+
 TABLES = {
     "collections",
     "contents",

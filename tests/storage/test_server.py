@@ -18,6 +18,8 @@ from neardup.storage import server as server_module
 from neardup.storage.server import LocalServer, find_binaries, throwaway_server
 from tests.conftest import psycopg_url, sqlalchemy_url
 
+pytestmark = pytest.mark.distributed_variant
+
 AS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not AS_ROOT, reason="checks how root hands the server to 'nobody'")
 

@@ -154,10 +154,13 @@ def connect(url: str) -> Connection:
             # A killed client's backend otherwise runs its statement to the end before it notices,
             # holding the collection's lock; with this it aborts within seconds (PostgreSQL 14+).
             # On a Citus coordinator (PostgreSQL 16+), the views' joins of documents by a content
-            # other than their own (pair_list's second document) need repartition joins
-            # (docs/distributed.md); elsewhere the second setting is a placeholder nothing reads.
+            # other than their own (pair_list's second document) need repartition joins, and the
+            # planner settings a transaction sets with SET LOCAL (index_probes, no JIT) are sent
+            # to the workers, which plan the shards' statements (docs/distributed.md); elsewhere
+            # these settings are placeholders nothing reads.
             conn.execute(
-                "SET client_connection_check_interval = '2s'; SET citus.enable_repartition_joins = on"
+                "SET client_connection_check_interval = '2s'; SET citus.enable_repartition_joins = on; "
+                "SET citus.propagate_set_commands = 'local'"
             )
     return conn
 
