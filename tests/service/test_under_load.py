@@ -186,7 +186,12 @@ def test_two_workers_with_more_longpolls_than_the_server_has_connections(
             )
             assert r.status_code == 200
         assert len(answers) == waiters
-        assert all(r.status_code == 200 and r.json()["results"] for r in answers)
+        bad = [
+            (r.status_code, r.text[:300])
+            for r in answers
+            if not (r.status_code == 200 and r.json()["results"])
+        ]
+        assert not bad, (before, most, bad[:2])
     finally:
         server.close_clients()
         server.stop()
