@@ -403,17 +403,21 @@ def test_recall_at_threshold_is_tuned_shown_and_rebuilt_to_the_state_of_a_fresh_
 
     docs = planted_corpus(n_sources=8, copies=3, seed=61)
     path = _jsonl(tmp_path / "d.jsonl", docs)
+    default = optimal_params(0.5, 128, 0.2, 0.8, recall_at_threshold=0.99)
     status, out, err = cli("init", "--threshold", "0.5")
     assert status == 0, err
-    assert "P(candidate) at 0.5 0.9818, mean over [0.5, 0.55] 0.9901" in err
-    assert "bands\t30" in out
+    assert (
+        f"P(candidate) at 0.5 {default.candidate_probability_at_threshold:.4f}, expected recall in "
+        f"[0.5, 0.55) {default.threshold_bin_recall:.4f} (pairs' density falling across the bin"
+    ) in err
+    assert f"bands\t{default.bands}" in out
     assert "rows\t3" in out
     assert "recall_at_threshold\t0.99" in out
     assert cli("add", str(path))[0] == 0
     status, out, err = cli("rebuild", "--recall-at-threshold", "0.999")
     assert status == 0, err
     strict = optimal_params(0.5, 128, 0.2, 0.8, recall_at_threshold=0.999)
-    assert f"bands: 30 -> {strict.bands}" in err
+    assert f"bands: {default.bands} -> {strict.bands}" in err
     assert "recall_at_threshold: 0.99 -> 0.999" in err
     _, out, _ = cli("stats", "--format", "json")
     stats = {r["name"]: r["value"] for r in json.loads(out)}
@@ -438,9 +442,11 @@ def test_recall_at_threshold_is_tuned_shown_and_rebuilt_to_the_state_of_a_fresh_
     assert collection_state(database_url, schema, cli.collection) == rebuilt
     status, out, err = cli("tune", "--threshold", "0.5")
     row = dict(zip(*csv.reader(io.StringIO(out), delimiter="\t"), strict=True))
-    assert (row["bands"], row["rows"], row["bucket_rows_per_document"]) == ("30", "3", "30")
+    assert (row["bands"], row["rows"], row["bucket_rows_per_document"]) == ("31", "3", "31")
     assert float(row["threshold_bin_recall"]) >= 0.99
-    assert float(row["candidate_probability_at_threshold"]) == pytest.approx(0.981793, abs=1e-6)
+    assert float(row["candidate_probability_at_threshold"]) == pytest.approx(
+        default.candidate_probability_at_threshold, abs=1e-6
+    )
 
 
 def test_rebuild_of_a_collection_without_text_refuses_a_k_change_in_one_line(
