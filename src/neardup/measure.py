@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from neardup import own_pairs
 from neardup.config import IndexConfig
 from neardup.core.distinct import distinct
 from neardup.core.exact_join import JoinPairs, SetJoin, distinct_pairs
@@ -65,6 +66,7 @@ def evaluate(
         candidate = (keys[np.searchsorted(ids, a)] == keys[np.searchsorted(ids, b)]).any(axis=1)
         edges = similarity_edges(floor, threshold)
         histogram = verified_pairs.histogram(scope, edges[:-1])
+        check = own_pairs.recall_check(scope, config)
     return summarise(
         collection=name,
         threshold=threshold,
@@ -78,4 +80,5 @@ def evaluate(
         candidate=candidate,
         stored=(stored_a, stored_b),
         histogram=histogram,
+        recall_check=check,
     )
