@@ -14,6 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from neardup import own_pairs
+from neardup.config import IndexConfig
 from neardup.core import candidate_probability, evaluate_banding, optimal_params
 from neardup.core.recall_check import BIN_STEPS, check_recall, sub_bin_edges
 from neardup.core.tuning import OWN_DENSITY_MIN_PAIRS, observed_density
@@ -161,4 +163,18 @@ def test_stats_eval_and_rebuild_act_on_pairs_bunched_at_the_threshold(cli: Run) 
     assert after.own_recall >= 0.99
     status, _, err = cli("stats")
     assert "warning:" not in err
+    # The own density stands only where the stored pairs can stand for the pairs: not under the
+    # collection's threshold (never stored), nor after a change of what a similarity is.
+    scope, config = index._scope, index.config
+    own = own_pairs.own_density(scope, config, 0.8, {})
+    assert own is not None
+    assert own.pairs == after.pairs
+    assert own_pairs.own_density(scope, config, 0.75, {}) is None
+    assert own_pairs.own_density(scope, config, 0.8, {"k": 4}) is None
+    assert own_pairs.own_density(scope, config, 0.8, {"k": config.params.k, "num_perm": 256}) is not None
+    index.rebuild(threshold=0.75)
+    assert (index.params.bands, index.params.rows) == (
+        IndexConfig.new(0.75).params.bands,
+        IndexConfig.new(0.75).params.rows,
+    )
     index.close()
