@@ -346,8 +346,13 @@ def main() -> None:
         + f" ({len(distinct_texts):,} distinct texts); truth `{truth_path.name}`: "
         f"{truth.keys.size:,} pairs with J >= 0.5 among them",
         "Character 5-shingles of the ground truth's normalisation (lowercase, collapsed "
-        "whitespace), one-permutation MinHash; every variant built in the same run and server, "
-        f"{args.repeats} round(s), variants alternated; times are medians",
+        "whitespace), one-permutation MinHash"
+        + (
+            f"; every variant built in the same run and server, {args.repeats} round(s), variants "
+            "alternated; times are medians"
+            if variants
+            else "; no build (signatures alone)"
+        ),
     ]
     with contextlib.ExitStack() as stack:
         url: str | None = None
