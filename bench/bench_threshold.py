@@ -196,7 +196,7 @@ def time_queries(built: list[tuple[Run, Index]], queries: list[str]) -> None:
             times[k].append(1000 * (time.perf_counter() - t0))
     for (run, _), each in zip(built, times, strict=True):
         # The first texts warm each collection's statements up.
-        run.query_p50_ms.append(statistics.median(each[20:]))
+        run.query_p50_ms.append(statistics.median(each[20:] or each))
         print(f"  {run.variant}: query p50 {run.query_p50_ms[-1]:.2f} ms", file=sys.stderr)
 
 
