@@ -1,16 +1,22 @@
-"""What the benchmarks share: the corpora, a durable local PostgreSQL, a private redis-server,
-timing helpers and the report header (date, machine, versions, command).
+"""What the benchmarks share: the corpora, the database for a run (a durable local PostgreSQL or
+the one --db names), `neardup` as a command and `neardup serve` on loopback, a process's memory,
+timing (single runs, medians, alternated rounds) and the report (its header: date, machine,
+versions, command; a page of several runs' sections).
 
-Not a benchmark itself; the ``bench_*.py`` scripts import it from this folder.
+Not a benchmark itself; the ``bench_*.py`` scripts import it from this folder, with
+``_options.py`` (command-line options), ``_rivals.py`` (datasketch, rensa, redis-server) and
+``_autovacuum.py`` beside it.
 """
 
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 import os
 import platform
 import random
+import re
 import shlex
 import shutil
 import socket
@@ -19,12 +25,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
+from itertools import islice
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
+from urllib.parse import urlsplit
 
 import numpy as np
 import psycopg
@@ -48,6 +56,9 @@ K = 5
 SERVER_SETTINGS = {"shared_buffers": "2GB", "max_wal_size": "16GB", "checkpoint_timeout": "30min"}
 # The ground truth's normalisation: lowercase, collapsed whitespace (no Unicode normal form).
 TRUTH_CONFIG: dict[str, Any] = {"unicode_form": "none", "case": "lower"}
+
+Key = TypeVar("Key")
+T = TypeVar("T")
 
 
 # -- corpora ------------------------------------------------------------------------------------
@@ -88,7 +99,63 @@ def edited(text: str, rng: random.Random) -> str:
     return " ".join(words)
 
 
-# -- servers ------------------------------------------------------------------------------------
+def read_truth(path: Path) -> list[tuple[str, str, float]]:
+    """A ground-truth pairs file (TSV with a header: id_a, id_b, jaccard, ...) as rows."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        next(f)
+        return [(a, b, float(j)) for a, b, j, *_ in (line.rstrip("\n").split("\t") for line in f)]
+
+
+@contextmanager
+def corpus_file(path: Path | None, n: int) -> Iterator[tuple[Path, str]]:
+    """(path, how it was obtained) of a make_corpus.py corpus (plain JSONL) of at least n documents:
+    ``path`` when it exists, else made there by make_corpus.py (``--n n --seed 1``), or in a
+    temporary directory, removed afterwards, when ``path`` is None."""
+    if path is not None and path.exists():
+        with path.open("rb") as f:
+            if f.read(2) == b"\x1f\x8b":  # its lines would be counted in the compressed bytes
+                raise SystemExit(f"{path} is gzip-compressed; give the plain JSONL (zcat it first)")
+            f.seek(0)
+            have = sum(1 for _ in islice(f, n))
+        if have < n:
+            raise SystemExit(f"{path} holds {have:,} documents, fewer than --n {n:,}")
+        yield path, f"`{path}` (existing file; its first {n:,} documents)"
+        return
+    with ExitStack() as stack:
+        if path is None:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="nd-corpus-", dir="/var/tmp"))
+            path = Path(tmp) / f"synthetic_{n}.jsonl"
+        print(f"generating {n:,} documents into {path} ...", file=sys.stderr)
+        t0 = time.perf_counter()
+        cmd = [sys.executable, str(MAKE_CORPUS), str(path), "--n", str(n), "--seed", "1"]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        yield path, f"made by `make_corpus.py --n {n} --seed 1` in {time.perf_counter() - t0:.0f} s"
+
+
+@contextmanager
+def first_lines(path: Path, n: int) -> Iterator[Path]:
+    """path itself when it holds at most n lines, else a temporary copy of its first n lines."""
+    with path.open("rb") as f:
+        lines = sum(1 for _ in islice(f, n + 1))
+    if lines <= n:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="nd-corpus-", dir="/var/tmp") as tmp:
+        out = Path(tmp) / path.name
+        with path.open("rb") as src, out.open("wb") as dst:
+            dst.writelines(islice(src, n))
+        yield out
+
+
+@contextmanager
+def synthetic_corpus(path: Path | None, n: int) -> Iterator[tuple[Path, str]]:
+    """(a file of exactly the first n documents, how it was obtained) of a make_corpus.py corpus,
+    as ``corpus_file`` finds or makes it: what ``neardup add FILE`` is given."""
+    with corpus_file(path, n) as (found, made), first_lines(found, n) as exact:
+        yield exact, made
+
+
+# -- the database for a run ---------------------------------------------------------------------
 
 
 @contextmanager
@@ -101,6 +168,12 @@ def local_server(settings: dict[str, str] | None = None) -> Iterator[str]:
         os.chmod(tmp, 0o755)
         with LocalServer(Path(tmp) / "data", durable=True, settings=settings) as server:
             yield server.url
+
+
+def server(db: str | None, settings: dict[str, str] | None = None) -> AbstractContextManager[str]:
+    """The server a run uses: the one --db names, as it is, or a durable local one made for the run
+    (``local_server``, with ``settings``); yields its URL."""
+    return nullcontext(db) if db else local_server(settings)
 
 
 def server_description(given: bool) -> str:
@@ -120,6 +193,16 @@ def bench_schema(url: str, prefix: str) -> Iterator[str]:
         yield schema
     finally:
         drop_schema(url, schema)
+
+
+@contextmanager
+def database(db: str | None, prefix: str, *, warm: dict[str, Any] | None = None) -> Iterator[tuple[str, str]]:
+    """(URL, schema) of a run: ``server(db)`` and a fresh schema in it (``bench_schema``), warmed up
+    with a collection of the ``warm`` configuration when one is given (``warm_up``)."""
+    with server(db) as url, bench_schema(url, prefix) as schema:
+        if warm is not None:
+            warm_up(url, schema, **warm)
+        yield url, schema
 
 
 def drop_schema(url: str, schema: str) -> None:
@@ -145,10 +228,42 @@ def server_version(url: str) -> str:
     return str(row[0]) if row else "?"
 
 
+# -- neardup as a command and as a service ------------------------------------------------------
+
+
+def neardup_command(url: str, schema: str) -> list[str]:
+    """The start of a `neardup` command line on the run's database and schema."""
+    return [sys.executable, "-m", "neardup", "--db", url, "--schema", schema]
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def serve_command(url: str, schema: str, port: int, workers: int = 1) -> list[str]:
+    """`neardup serve` on a loopback port, its log at level warning (so no access log)."""
+    argv = [*neardup_command(url, schema), "serve", "--host", "127.0.0.1", "--port", str(port)]
+    return [*argv, "--workers", str(workers), "--log-level", "warning"]
+
+
+def healthy(base: str, alive: Callable[[], bool], timeout: float = 120.0) -> bool:
+    """Whether the service at ``base`` (loopback) answers /healthz with 200 within ``timeout``
+    seconds, polled while ``alive()`` holds (False once it does not)."""
+    parsed = urlsplit(base)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and alive():
+        with suppress(OSError, http.client.HTTPException):
+            conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port or 80, timeout=2)
+            try:
+                conn.request("GET", "/healthz")
+                if conn.getresponse().status == 200:
+                    return True
+            finally:
+                conn.close()
+        time.sleep(0.2)
+    return False
 
 
 @dataclass(frozen=True)
@@ -160,26 +275,19 @@ class Served:
 
 
 @contextmanager
-def serving(url: str, schema: str, workers: int = 1, *, log: IO[bytes] | None = None) -> Iterator[Served]:
+def serving(
+    url: str, schema: str, workers: int = 1, *, log: IO[bytes] | None = None, extra: Sequence[str] = ()
+) -> Iterator[Served]:
     """`neardup serve` on a free loopback port (its log at level warning, so no access log, into
-    ``log`` or nowhere), answering /healthz before this yields; stopped afterwards."""
-    import httpx
-
+    ``log`` or nowhere; ``extra`` options after the others), answering /healthz before this
+    yields; stopped afterwards."""
     port = free_port()
-    argv = [sys.executable, "-m", "neardup", "--db", url, "--schema", schema, "serve"]
-    argv += ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers), "--log-level", "warning"]
+    argv = [*serve_command(url, schema, port, workers), *extra]
     process = subprocess.Popen(argv, stderr=log if log is not None else subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            # trust_env off: no proxy from the environment may stand between us and loopback.
-            with suppress(httpx.TransportError):
-                if httpx.get(f"{base}/healthz", timeout=2, trust_env=False).status_code == 200:
-                    break
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"neardup serve did not answer on {base} (exit status {process.poll()})")
-            time.sleep(0.2)
+        if not healthy(base, lambda: process.poll() is None):
+            raise SystemExit(f"neardup serve did not answer on {base} (exit status {process.poll()})")
         yield Served(base, process.pid)
     finally:
         process.terminate()
@@ -190,53 +298,83 @@ def serving(url: str, schema: str, workers: int = 1, *, log: IO[bytes] | None = 
             process.wait()
 
 
-def tree_rss(pid: int) -> int:
-    """Resident bytes of a process and all its children (0 once it is gone)."""
+class Client:
+    """A keep-alive HTTP/1.1 client from the standard library for a service on loopback, one request
+    at a time, with a bearer token (httpx's own cost a request is larger, and the client shares the
+    CPU with the server)."""
+
+    def __init__(self, base: str, token: str, timeout: float = 60.0) -> None:
+        parsed = urlsplit(base)
+        self.conn = http.client.HTTPConnection(
+            parsed.hostname or "127.0.0.1", parsed.port or 80, timeout=timeout
+        )
+        self.conn.connect()
+        # As HTTP clients in other languages do: without TCP_NODELAY a body sent apart from its
+        # headers (http.client does so past a size) waits for a delayed ACK, tens of milliseconds.
+        if self.conn.sock is not None:
+            self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def post(self, path: str, body: bytes) -> tuple[int, bytes]:
+        """Status and body of a POST of ``body`` (JSON)."""
+        self.conn.request("POST", path, body, self.headers)
+        response = self.conn.getresponse()
+        return response.status, response.read()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# -- a process's memory -------------------------------------------------------------------------
+
+
+def tree_memory(pid: int) -> tuple[int, int]:
+    """(resident bytes of a process and all its children, the largest address space among them);
+    zeros once it is gone."""
     import psutil
 
-    total = 0
+    rss = vms = 0
     with suppress(psutil.Error):
         proc = psutil.Process(pid)
         for p in [proc, *proc.children(recursive=True)]:
             with suppress(psutil.Error):
-                total += p.memory_info().rss
-    return total
+                info = p.memory_info()
+                rss += info.rss
+                vms = max(vms, info.vms)
+    return rss, vms
 
 
-@contextmanager
-def redis_server() -> Iterator[int]:
-    """A private redis-server on loopback (a free port, no persistence), stopped afterwards; yields
-    its port."""
-    import redis
+def tree_rss(pid: int) -> int:
+    """Resident bytes of a process and all its children (0 once it is gone)."""
+    return tree_memory(pid)[0]
 
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise SystemExit("redis-server is not on PATH (apt-get install redis-server), or pass --no-redis")
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="nd-redis-") as tmp:
-        cmd = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        cmd += ["--dir", tmp, "--logfile", str(Path(tmp) / "redis.log")]
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            client = redis.Redis(host="127.0.0.1", port=port)
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    client.ping()
-                    break
-                except redis.exceptions.ConnectionError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise SystemExit(f"redis-server did not start on port {port}") from None
-                    time.sleep(0.05)
-            client.close()
-            yield port
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+
+def child_env() -> dict[str, str]:
+    """This environment with this checkout's sources first on PYTHONPATH, so that a `neardup` child
+    runs the code beside the script that starts it."""
+    path = os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def measured(argv: Sequence[str], stdout: int | None = subprocess.DEVNULL) -> tuple[float, int, str]:
+    """(wall seconds, peak resident bytes by the kernel's ``ru_maxrss``, standard error) of one
+    process, which must succeed."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(argv, stdout=stdout, stderr=err, env=child_env())
+        # wait4, not Popen.wait: it also gives the kernel's peak RSS of the process.
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        err.seek(0)
+        message = err.read().decode(errors="replace")
+    if status != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({status}): {message}")
+    return wall, usage.ru_maxrss * 1024, message  # KiB on Linux
+
+
+def mib(n: float) -> str:
+    """Bytes in MiB, as the reports print them."""
+    return f"{n / 2**20:,.0f}"
 
 
 # -- timing -------------------------------------------------------------------------------------
@@ -274,43 +412,25 @@ def latencies_ms(fn: Callable[[str], Any], texts: Sequence[str], warmup: int = 2
     return out
 
 
-# The tables of a schema that autovacuum is due to vacuum, by its thresholds (insert-driven since
-# PostgreSQL 13, or dead rows), ignoring per-table settings, which neardup does not set.
-_DUE = """
-SELECT s.relid FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-WHERE s.schemaname = %s AND (
-    s.n_ins_since_vacuum > current_setting('autovacuum_vacuum_insert_threshold')::float8
-        + current_setting('autovacuum_vacuum_insert_scale_factor')::float8 * greatest(c.reltuples, 0)
-    OR s.n_dead_tup > current_setting('autovacuum_vacuum_threshold')::float8
-        + current_setting('autovacuum_vacuum_scale_factor')::float8 * greatest(c.reltuples, 0))
-"""
+def alternated(ways: Mapping[Key, Callable[[], T]], rounds: int, *, flip: bool = False) -> dict[Key, list[T]]:
+    """Each way's results over ``rounds`` rounds, every round calling each way once in turn (in the
+    reverse order every other round with ``flip``), so that a drift of the machine's speed falls on
+    every way alike: compare them by ``ratios`` of the same round, not by their medians alone."""
+    out: dict[Key, list[T]] = {name: [] for name in ways}
+    for r in range(rounds):
+        for name in list(ways)[:: -1 if flip and r % 2 else 1]:
+            out[name].append(ways[name]())
+    return out
 
 
-def due_tables(url: str, schema: str) -> list[int]:
-    """The tables of the schema that autovacuum is due to vacuum now (their oids)."""
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        return [row[0] for row in conn.execute(_DUE, (schema,))]
+def seconds_of(fn: Callable[[], Any]) -> Callable[[], float]:
+    """A way for ``alternated`` that returns the seconds of one call of ``fn``."""
+    return lambda: timed(fn)[0]
 
 
-def autovacuumed(url: str, due: list[int], since: float, timeout: float) -> float | None:
-    """Seconds from ``since`` (a ``time.time()``) until a vacuum has finished on every table in
-    ``due`` and no autovacuum worker is at work in the database (its ANALYZE of a table comes after
-    the table's vacuum is recorded), polled once a second; None when that has not happened
-    ``timeout`` seconds after ``since`` (autovacuum off on a --db server, say)."""
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        while time.time() < since + timeout:
-            row = conn.execute(
-                "SELECT bool_and(coalesce(v >= to_timestamp(%s), false)) IS NOT FALSE AND NOT EXISTS ("
-                "SELECT FROM pg_stat_activity WHERE backend_type = 'autovacuum worker' "
-                "AND datname = current_database()) FROM ("
-                "SELECT greatest(last_autovacuum, last_vacuum) AS v FROM pg_stat_user_tables "
-                "WHERE relid = ANY(%s)) t",
-                (since, due),
-            ).fetchone()
-            if row is not None and row[0]:  # all vacuumed since (or nothing was due), none at work
-                return time.time() - since
-            time.sleep(1.0)
-    return None
+def ratios(values: Sequence[float], bases: Sequence[float]) -> list[float]:
+    """Each round's value over its base (the two from the same round, as ``alternated`` pairs them)."""
+    return [v / b for v, b in zip(values, bases, strict=True)]
 
 
 class CpuMeter:
@@ -400,9 +520,18 @@ def command_line() -> str:
     return shlex.join(["python", shown, *sys.argv[1:]])
 
 
-def header(title: str, url: str | None, db_given: bool, notes: Sequence[str] = ()) -> list[str]:
-    """The opening lines of every report: what ran, where, with which versions, and how (no
-    database lines for a benchmark without one, ``url`` None)."""
+def header(
+    title: str,
+    url: str | None,
+    db_given: bool,
+    notes: Sequence[str] = (),
+    *,
+    packages: Sequence[str] = (),
+    level: int = 1,
+) -> list[str]:
+    """The opening lines of every report: what ran, where, with which versions (those of
+    ``packages`` too), and how (no database lines for a benchmark without one, ``url`` None); the
+    title a heading of ``level`` (2 for a section of a page, ``Report.write``)."""
     if url is None:
         versions = f"numpy {np.__version__}, numba {_pkg('numba')}"
     else:
@@ -410,8 +539,9 @@ def header(title: str, url: str | None, db_given: bool, notes: Sequence[str] = (
             f"PostgreSQL {server_version(url)}, numpy {np.__version__}, datasketch {_pkg('datasketch')}, "
             f"rensa {_pkg('rensa')}, redis-server {_redis_server_version()} (redis-py {_pkg('redis')})"
         )
+    versions += "".join(f", {name} {_pkg(name)}" for name in packages)
     return [
-        f"# {title}",
+        f"{'#' * level} {title}",
         "",
         f"- Date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
         f"- Machine: {_cpu_model()}, {os.cpu_count()} cores, {_ram_gib()}, "
@@ -422,6 +552,10 @@ def header(title: str, url: str | None, db_given: bool, notes: Sequence[str] = (
         f"- Command: `{command_line()}`",
         "",
     ]
+
+
+# A page of several runs (one topic, several sizes) keeps each run's report after a marker line.
+_SECTION = re.compile(r"^<!-- section: (.+) -->$", re.MULTILINE)
 
 
 class Report:
@@ -443,9 +577,21 @@ class Report:
             self.say("| " + " | ".join(str(c) for c in row) + " |")
         self.say()
 
-    def write(self, path: Path) -> None:
+    def write(self, path: Path, section: str | None = None, title: str = "") -> None:
+        """Write the lines to ``path``. With ``section``, they are that section of the page only:
+        they replace the lines from its marker to the next marker (or are added at the end), and
+        the rest of the page stays; a new page opens with ``# title``."""
+        text = "\n".join(self.lines).strip("\n") + "\n"
+        if section is not None:
+            page = path.read_text() if path.exists() else f"# {title}\n"
+            marks = list(_SECTION.finditer(page))
+            ends = [m.start() for m in marks[1:]] + [len(page)] * bool(marks)
+            parts = {m.group(1): page[m.start() : end] for m, end in zip(marks, ends, strict=True)}
+            parts[section] = f"<!-- section: {section} -->\n{text}\n"
+            opening = page[: marks[0].start()] if marks else page
+            text = (opening.rstrip("\n") + "\n\n" + "".join(parts.values())).rstrip("\n") + "\n"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(self.lines).rstrip("\n") + "\n")
+        path.write_text(text)
         print(f"wrote {path}", file=sys.stderr)
 
 
@@ -457,3 +603,13 @@ def pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def count_formatter() -> Any:
+    """A matplotlib tick formatter for counts: 20k, 1.5M."""
+    from matplotlib import ticker
+
+    def label(v: float, _: object) -> str:
+        return f"{v / 1e6:g}M" if v >= 1e6 else f"{v / 1e3:g}k" if v >= 1e3 else f"{v:g}"
+
+    return ticker.FuncFormatter(label)

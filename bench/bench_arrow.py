@@ -19,23 +19,21 @@ Medians over the rounds, and the ratio Parquet / JSONL of each round's pair.
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from contextlib import ExitStack
+from functools import partial
+from itertools import count
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from _common import REPO, Report, bench_schema, header, local_server, warm_up
-from bench_scaling import corpus_file, first_lines
+from _common import Report, alternated, database, header, measured, neardup_command, ratios, synthetic_corpus
+from _options import add_db, add_out, add_rounds, add_synthetic, parser
 
 FORMATS = ("jsonl", "parquet")
 READ_ONLY = (
@@ -46,21 +44,6 @@ READ_ONLY = (
     "n = sum(1 for _ in checked(read_inputs([sys.argv[1]])))\n"
     "print(n, time.perf_counter() - t)\n"
 )
-
-
-def run(argv: Sequence[str], stdout: int | None = subprocess.DEVNULL) -> tuple[float, int, str]:
-    """(wall seconds, peak resident bytes, standard error) of one process, which must succeed."""
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-    started = time.perf_counter()
-    with tempfile.TemporaryFile() as err:
-        child = subprocess.Popen(argv, stdout=stdout, stderr=err, env=env)
-        _, status, usage = os.wait4(child.pid, 0)
-        wall = time.perf_counter() - started
-        err.seek(0)
-        message = err.read().decode()
-    if status != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({status}): {message}")
-    return wall, usage.ru_maxrss * 1024, message
 
 
 def to_parquet(jsonl: Path, parquet: Path, row_group: int) -> None:
@@ -85,29 +68,25 @@ def _mib(n: float) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=1_000_000, help="documents (default 1,000,000)")
-    ap.add_argument("--corpus", type=Path, help="a make_corpus.py JSONL file (default: made for the run)")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    ap = parser(__doc__)
+    add_synthetic(ap, 1_000_000)
+    add_rounds(ap, 3)
     ap.add_argument(
         "--row-group", type=int, default=131_072, help="rows a Parquet row group (default 131,072)"
     )
     ap.add_argument("--threshold", type=float, default=0.8)
-    ap.add_argument("--db", help="PostgreSQL URL (default: a local durable server for the run)")
-    ap.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "arrow.md")
+    add_db(ap)
+    add_out(ap, "arrow.md")
     args = ap.parse_args()
 
     with ExitStack() as stack:
-        corpus, made = stack.enter_context(corpus_file(args.corpus, args.n))
-        jsonl = stack.enter_context(first_lines(corpus, args.n))
+        jsonl, made = stack.enter_context(synthetic_corpus(args.corpus, args.n))
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nd-arrow-", dir="/var/tmp")))
         parquet = work / "corpus.parquet"
         t0 = time.perf_counter()
         to_parquet(jsonl, parquet, args.row_group)
         converted = time.perf_counter() - t0
-        url = args.db or stack.enter_context(local_server())
-        schema = stack.enter_context(bench_schema(url, "nd_arrow"))
-        warm_up(url, schema)
+        url, schema = stack.enter_context(database(args.db, "nd_arrow", warm={}))
         sizes = {"jsonl": jsonl.stat().st_size, "parquet": parquet.stat().st_size}
         groups = pq.ParquetFile(parquet).num_row_groups
         report = Report()
@@ -124,34 +103,34 @@ def main() -> None:
                 ],
             )
         )
-        neardup = [sys.executable, "-m", "neardup", "--db", url, "--schema", schema]
-        results: dict[str, dict[str, list[float]]] = {
-            f: {"read": [], "add": [], "pairs": [], "add_rss": [], "read_rss": []} for f in FORMATS
-        }
+        neardup = neardup_command(url, schema)
         pairs_found: dict[str, int] = {}
         pairs_bytes: dict[str, int] = {}
-        for r in range(args.rounds):
-            order = FORMATS if r % 2 == 0 else FORMATS[::-1]
-            for fmt in order:
-                source = jsonl if fmt == "jsonl" else parquet
-                wall, rss, _ = run([sys.executable, "-c", READ_ONLY, str(source)])
-                results[fmt]["read"].append(wall)
-                results[fmt]["read_rss"].append(rss)
-                collection = f"{fmt}-{r}"
-                c = [*neardup, "--collection", collection]
-                run([*c, "init", "--threshold", str(args.threshold)])
-                wall, rss, message = run([*c, "add", str(source)])
-                results[fmt]["add"].append(wall)
-                results[fmt]["add_rss"].append(rss)
-                out = work / f"pairs-{fmt}.{fmt}"
-                wall, _, _ = run([*c, "pairs", "--format", fmt, "--out", str(out)])
-                results[fmt]["pairs"].append(wall)
-                pairs_found[fmt] = (
-                    pq.ParquetFile(out).metadata.num_rows if fmt == "parquet" else sum(1 for _ in out.open())
-                )
-                pairs_bytes[fmt] = out.stat().st_size
-                run([*c, "drop", collection, "--yes"])
-                print(f"round {r + 1} {fmt}: {message.strip()}", file=sys.stderr)
+        numbered = count(1)
+
+        def one(fmt: str) -> dict[str, float]:
+            """One format read and checked, added and its pairs written: seconds and peak memory."""
+            source = jsonl if fmt == "jsonl" else parquet
+            got: dict[str, float] = {}
+            got["read"], got["read_rss"], _ = measured([sys.executable, "-c", READ_ONLY, str(source)])
+            collection = f"{fmt}-{next(numbered)}"
+            c = [*neardup, "--collection", collection]
+            measured([*c, "init", "--threshold", str(args.threshold)])
+            got["add"], got["add_rss"], message = measured([*c, "add", str(source)])
+            out = work / f"pairs-{fmt}.{fmt}"
+            got["pairs"], _, _ = measured([*c, "pairs", "--format", fmt, "--out", str(out)])
+            got["total"] = got["add"] + got["pairs"]
+            pairs_found[fmt] = (
+                pq.ParquetFile(out).metadata.num_rows if fmt == "parquet" else sum(1 for _ in out.open())
+            )
+            pairs_bytes[fmt] = out.stat().st_size
+            measured([*c, "drop", collection, "--yes"])
+            print(f"{collection}: {message.strip()}", file=sys.stderr)
+            return got
+
+        # JSONL first in odd rounds, Parquet first in even ones.
+        runs = alternated({fmt: partial(one, fmt) for fmt in FORMATS}, args.rounds, flip=True)
+        results = {fmt: {key: [r[key] for r in runs[fmt]] for key in runs[fmt][0]} for fmt in FORMATS}
         if pairs_found["jsonl"] != pairs_found["parquet"]:
             raise SystemExit(f"the two formats found different pairs: {pairs_found}")
 
@@ -159,13 +138,8 @@ def main() -> None:
             return statistics.median(results[fmt][key])
 
         def ratio(key: str) -> str:
-            pairs = [p / j for p, j in zip(results["parquet"][key], results["jsonl"][key], strict=True)]
-            return f"{statistics.median(pairs):.2f}"
+            return f"{statistics.median(ratios(results['parquet'][key], results['jsonl'][key])):.2f}"
 
-        total = {
-            f: [a + p for a, p in zip(results[f]["add"], results[f]["pairs"], strict=True)] for f in FORMATS
-        }
-        results["jsonl"]["total"], results["parquet"]["total"] = total["jsonl"], total["parquet"]
         report.say(
             f"**{args.n:,} documents in and their {pairs_found['parquet']:,} pairs out: Parquet "
             f"{med('parquet', 'total'):.1f} s, JSONL {med('jsonl', 'total'):.1f} s** (medians of "

@@ -23,18 +23,16 @@ document: an estimate, each saving measured on its own table, their sum not meas
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import statistics
 import sys
 import time
 import zlib
-from pathlib import Path
 
 import psycopg
 
-from _common import REPO, Report, bench_schema, header, local_server
-from bench_scaling import corpus_file, first_lines
+from _common import Report, database, header, synthetic_corpus
+from _options import add_db, add_out, add_synthetic, parser
 from neardup.index import Index
 from neardup.readers import checked, read_records
 from neardup.storage.connect import libpq_url
@@ -142,21 +140,14 @@ def bucket_copy(conn: psycopg.Connection, s: str, buckets: str, name: str, narro
 
 def main() -> None:
     """Add the corpus, measure the scratch copies and write the report."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--n", type=int, default=100_000, help="documents (default 100,000)")
-    parser.add_argument(
-        "--corpus", type=Path, help="make_corpus.py JSONL: used if present, else written there"
-    )
-    parser.add_argument("--db", help="PostgreSQL URL (default: a durable local server made for the run)")
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "bytes.md")
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    add_synthetic(ap, 100_000)
+    add_db(ap)
+    add_out(ap, "bytes.md")
+    args = ap.parse_args()
     with contextlib.ExitStack() as stack:
-        path, made = stack.enter_context(corpus_file(args.corpus, args.n))
-        source = stack.enter_context(first_lines(path, args.n))
-        url = args.db or stack.enter_context(local_server())
-        schema = stack.enter_context(bench_schema(url, "nd_bytes"))
+        source, made = stack.enter_context(synthetic_corpus(args.corpus, args.n))
+        url, schema = stack.enter_context(database(args.db, "nd_bytes"))
         index = stack.enter_context(Index.create(url, "bytes", schema=schema))
         print(f"adding {args.n:,} documents ...", file=sys.stderr)
         t0 = time.perf_counter()

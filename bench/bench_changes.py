@@ -16,16 +16,15 @@ process from outside.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import random
 import statistics
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
+from itertools import count
 
-from _common import DEBIAN, REPO, Report, bench_schema, edited, header, local_server, read_jsonl, warm_up
+from _common import Report, alternated, database, edited, header, ratios, read_jsonl
+from _options import add_db, add_debian, add_out, add_rounds, parser
 from neardup.database import Database
 from neardup.index import Index
 
@@ -62,6 +61,7 @@ def _round(url: str, schema: str, docs: list[tuple[str, str]], feed: bool, n: in
         out["documents"] = index.stats().documents
     with Database(url, schema) as db:
         db.drop(name)
+    print(f"{name}: {sum(out[p] for p in PHASES):.1f} s", file=sys.stderr)
     return out
 
 
@@ -76,32 +76,24 @@ def _count(db: Database, name: str) -> int:
 
 def main() -> None:
     """Alternate rounds without and with the feed, and write the report."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of each kind (default 3)")
-    parser.add_argument("--limit", type=int, help="documents of the corpus used (default: all)")
-    parser.add_argument(
-        "--corpus", type=Path, default=DEBIAN, help="JSONL(.gz) of id and text (default: Debian)"
-    )
-    parser.add_argument("--db", help="PostgreSQL URL (default: a durable local server made for the run)")
-    parser.add_argument("--only", choices=("on", "off"), help="one round of that kind, no report")
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "changes.md")
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    add_rounds(ap, 3)
+    add_debian(ap, flag="--corpus")
+    add_db(ap)
+    ap.add_argument("--only", choices=("on", "off"), help="one round of that kind, no report")
+    add_out(ap, "changes.md")
+    args = ap.parse_args()
     docs = list(dict(read_jsonl(args.corpus, args.limit)).items())
-    with contextlib.ExitStack() as stack:
-        url = args.db or stack.enter_context(local_server())
-        schema = stack.enter_context(bench_schema(url, "nd_changes"))
+    with database(args.db, "nd_changes", warm=None if args.only else {}) as (url, schema):
+        numbered = count()
         if args.only:
-            _round(url, schema, docs, args.only == "on", 0)
+            _round(url, schema, docs, args.only == "on", next(numbered))
             return
-        warm_up(url, schema)
-        runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
-        for r in range(args.rounds):
-            for feed in (False, True):
-                runs[feed].append(_round(url, schema, docs, feed, r))
-                took = sum(runs[feed][-1][p] for p in PHASES)
-                print(f"round {r} feed {'on' if feed else 'off'}: {took:.1f} s", file=sys.stderr)
+
+        def way(feed: bool) -> Callable[[], dict[str, float]]:
+            return lambda: _round(url, schema, docs, feed, next(numbered))
+
+        runs = alternated({False: way(False), True: way(True)}, args.rounds)
         report = Report()
         report.say(
             *header(
@@ -118,13 +110,13 @@ def main() -> None:
         for phase in PHASES:
             off = [r[phase] for r in runs[False]]
             on = [r[phase] for r in runs[True]]
-            ratios = [b / a for a, b in zip(off, on, strict=True)]
+            each = ratios(on, off)
             rows.append(
                 [
                     phase,
                     f"{statistics.median(off):.2f}",
                     f"{statistics.median(on):.2f}",
-                    f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})",
+                    f"{statistics.median(each):.3f} ({min(each):.3f}-{max(each):.3f})",
                 ]
             )
         report.say("Seconds of each phase (median of the rounds) and the on/off ratio of paired rounds:", "")

@@ -1,6 +1,6 @@
 """Signature throughput from raw text, neardup against datasketch and rensa, on one core.
 
-    python bench/bench_core.py [--data ../shared/data] [--sample 5000] [--repeats 5]
+    python bench/bench_core.py [--data ../shared/data] [--sample 5000] [--repeats 5] [--out FILE]
 
 Every method turns the same raw texts into 128-value MinHash signatures of character 5-shingles,
 normalisation included, in the same run. Each is timed ``--repeats`` times after one warm-up
@@ -17,23 +17,35 @@ J >= 0.8 that share a bucket, the naive self-join size and the distinct candidat
 
 from __future__ import annotations
 
-import argparse
-import csv
-import gzip
-import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from importlib.metadata import version
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
+from _common import (
+    DATA_DIR,
+    DEBIAN,
+    DEBIAN_TRUTH_NAME,
+    NUM_PERM,
+    SEED,
+    K,
+    Report,
+    alternated,
+    corpus_file,
+    header,
+    read_jsonl,
+    read_truth,
+    seconds_of,
+    truth_shingles,
+)
+from _options import add_out, add_rounds, parser
+from _rivals import datasketch_minhash, rensa_minhash
 from neardup.core import (
     SCHEMES,
     Params,
@@ -45,54 +57,15 @@ from neardup.core import (
 )
 from neardup.core.distinct import distinct
 
-NUM_PERM = 128
-K = 5
-SEED = 1
 Method = Callable[[Sequence[str]], object]
 
 
-def read_jsonl(path: Path) -> tuple[list[str], list[str]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    ids, texts = [], []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            rec = json.loads(line)
-            ids.append(str(rec["id"]))
-            texts.append(rec["text"])
-    return ids, texts
-
-
-def python_shingles(text: str) -> set[str]:
-    t = " ".join(text.lower().split())
-    return {t[i : i + K] for i in range(len(t) - K + 1)} if len(t) >= K else ({t} if t else set())
-
-
 def datasketch_method() -> Method:
-    from datasketch import MinHash
-
-    def run(texts: Sequence[str]) -> object:
-        out = []
-        for text in texts:
-            m = MinHash(num_perm=NUM_PERM, seed=SEED)
-            m.update_batch([s.encode("utf-8") for s in python_shingles(text)])
-            out.append(m.hashvalues)
-        return out
-
-    return run
+    return lambda texts: [datasketch_minhash(text).hashvalues for text in texts]
 
 
 def rensa_method() -> Method:
-    from rensa import RMinHash
-
-    def run(texts: Sequence[str]) -> object:
-        out = []
-        for text in texts:
-            m = RMinHash(num_perm=NUM_PERM, seed=SEED)
-            m.update(list(python_shingles(text)))
-            out.append(m.digest())
-        return out
-
-    return run
+    return lambda texts: [rensa_minhash(text).digest() for text in texts]
 
 
 def rensa_flat_method() -> Method:
@@ -133,7 +106,7 @@ def cold_start_seconds(scheme: str) -> float:
     return float(out.stdout)
 
 
-def throughput_table(name: str, texts: list[str], sample: int, repeats: int) -> list[str]:
+def throughput_table(report: Report, name: str, texts: list[str], sample: int, repeats: int) -> None:
     subset = texts[:sample]
     mean_len = sum(map(len, subset)) / len(subset)
     methods: dict[str, Method] = {
@@ -149,61 +122,52 @@ def throughput_table(name: str, texts: list[str], sample: int, repeats: int) -> 
         results[label] = time_method(method, subset, repeats)
         print(f"  {name}: {label}: median {statistics.median(results[label]):,.0f} docs/s", file=sys.stderr)
     base = statistics.median(results["neardup oph (default)"])
-    lines = [
-        f"### {name}: {len(subset):,} documents, mean {mean_len:,.0f} characters",
-        "",
-        "| method | median docs/s | min-max docs/s | neardup oph is x faster |",
-        "|---|---:|---:|---:|",
-    ]
-    for label, rates in results.items():
-        med = statistics.median(rates)
-        lines.append(f"| {label} | {med:,.0f} | {min(rates):,.0f}-{max(rates):,.0f} | {base / med:.1f} |")
+    report.say(f"### {name}: {len(subset):,} documents, mean {mean_len:,.0f} characters", "")
+    report.table(
+        ["method", "median docs/s", "min-max docs/s", "neardup oph is x faster"],
+        "lrrr",
+        [
+            (label, f"{med:,.0f}", f"{min(rates):,.0f}-{max(rates):,.0f}", f"{base / med:.1f}")
+            for label, rates in results.items()
+            for med in [statistics.median(rates)]
+        ],
+    )
     full = neardup_method("oph")
     full_rates = time_method(
         lambda ts: [full(ts[i : i + 10_000]) for i in range(0, len(ts), 10_000)], texts, 3
     )
-    lines += ["", f"Whole corpus ({len(texts):,} documents, batches of 10,000), neardup oph: median "
-              f"{statistics.median(full_rates):,.0f} docs/s.", ""]  # fmt: skip
-    return lines
+    report.say(
+        f"Whole corpus ({len(texts):,} documents, batches of 10,000), neardup oph: median "
+        f"{statistics.median(full_rates):,.0f} docs/s.",
+        "",
+    )
 
 
-def two_core_table(name: str, texts: list[str], repeats: int, cores: set[int]) -> list[str]:
+def two_core_table(report: Report, name: str, texts: list[str], repeats: int, cores: set[int]) -> None:
     """Signatures of the whole corpus on one thread and on two, both cores allowed (same signatures)."""
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, cores)
     sketcher = Sketcher(Params(bands=16, rows=8, num_perm=NUM_PERM, seed=SEED))
     sketcher.signatures(texts[:5000], threads=2)  # warm-up
-    rates: dict[int, list[float]] = {1: [], 2: []}
-    for _ in range(repeats):  # interleaved, so that a slow spell of the machine hits both
-        for threads in rates:
-            start = time.perf_counter()
-            sketcher.signatures(texts, threads=threads)
-            rates[threads].append(len(texts) / (time.perf_counter() - start))
+    ways = {threads: seconds_of(partial(sketcher.signatures, texts, threads=threads)) for threads in (1, 2)}
+    # Alternated, so that a slow spell of the machine hits both.
+    rates = {threads: [len(texts) / s for s in runs] for threads, runs in alternated(ways, repeats).items()}
     same = np.array_equal(sketcher.signatures(texts, threads=2), sketcher.signatures(texts))
     one, two = statistics.median(rates[1]), statistics.median(rates[2])
     print(f"  {name}: 1 thread {one:,.0f}, 2 threads {two:,.0f} docs/s", file=sys.stderr)
-    return [
-        f"### Both cores ({len(cores)} allowed): {name}, {len(texts):,} documents, one batch",
-        "",
-        "| threads | median docs/s | min-max docs/s |",
-        "|---:|---:|---:|",
-        *(
-            f"| {threads} | {statistics.median(r):,.0f} | {min(r):,.0f}-{max(r):,.0f} |"
+    report.say(f"### Both cores ({len(cores)} allowed): {name}, {len(texts):,} documents, one batch", "")
+    report.table(
+        ["threads", "median docs/s", "min-max docs/s"],
+        "rrr",
+        [
+            (threads, f"{statistics.median(r):,.0f}", f"{min(r):,.0f}-{max(r):,.0f}")
             for threads, r in rates.items()
-        ),
-        "",
-        f"Two threads give {two / one:.2f}x one thread's rate; signatures identical: {same}.",
-        "",
-    ]
+        ],
+    )
+    report.say(f"Two threads give {two / one:.2f}x one thread's rate; signatures identical: {same}.", "")
 
 
 TruthRow = tuple[str, str, float]
-
-
-def read_truth(path: Path) -> list[TruthRow]:
-    """The ground-truth pairs file: (id_a, id_b, jaccard) per row."""
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [(a, b, float(j)) for a, b, j, *_ in list(csv.reader(f, delimiter="\t"))[1:]]
 
 
 def sample_truth_pairs(rows: list[TruthRow], count: int, rng: np.random.Generator) -> list[TruthRow]:
@@ -212,8 +176,8 @@ def sample_truth_pairs(rows: list[TruthRow], count: int, rng: np.random.Generato
 
 
 def estimation_table(
-    ids: list[str], texts: list[str], truth: list[TruthRow], pairs: int, seeds: int
-) -> list[str]:
+    report: Report, ids: list[str], texts: list[str], truth: list[TruthRow], pairs: int, seeds: int
+) -> None:
     rng = np.random.default_rng(2026)
     sampled = sample_truth_pairs(truth, pairs, rng)
     index = {doc_id: i for i, doc_id in enumerate(ids)}
@@ -222,7 +186,7 @@ def estimation_table(
     exact = [j for _, _, j in sampled]
     # Random pairs cover low similarities; their exact J is computed from the shingle strings.
     for a, b in rng.integers(0, len(texts), size=(pairs // 4, 2)):
-        sa, sb = python_shingles(texts[a]), python_shingles(texts[b])
+        sa, sb = truth_shingles(texts[a]), truth_shingles(texts[b])
         if a != b and sa and sb:
             left.append(int(a))
             right.append(int(b))
@@ -230,7 +194,7 @@ def estimation_table(
     truth_j = np.array(exact)
     high = truth_j >= 0.5
     se = np.sqrt(truth_j * (1 - truth_j) / NUM_PERM)
-    lines = [
+    report.say(
         f"### Estimation error: {len(truth_j):,} Debian pairs ({len(sampled):,} from the ground truth, "
         f"J >= 0.5; the rest random), exact J against the {NUM_PERM}-row estimate, {seeds} seeds",
         "",
@@ -238,9 +202,8 @@ def estimation_table(
         "mean signed error swings by about 0.01 either way. The bias column is therefore the mean over",
         "seeds with its standard error; the other columns are averaged over seeds too.",
         "",
-        "| scheme | mean abs error | abs error, J >= 0.5 | share within 3 SE | bias (mean signed error) |",
-        "|---|---:|---:|---:|---:|",
-    ]
+    )
+    rows = []
     for scheme in SCHEMES:
         abs_err, abs_high, inside, bias = [], [], [], []
         for seed in range(1, seeds + 1):
@@ -252,11 +215,20 @@ def estimation_table(
             inside.append(np.mean(np.abs(err) <= 3 * se + 1e-12))
             bias.append(err.mean())
         bias_se = np.std(bias, ddof=1) / np.sqrt(seeds)
-        lines.append(
-            f"| {scheme} | {np.mean(abs_err):.4f} | {np.mean(abs_high):.4f} | {np.mean(inside):.3f} "
-            f"| {np.mean(bias):+.4f} ± {bias_se:.4f} |"
+        rows.append(
+            (
+                scheme,
+                f"{np.mean(abs_err):.4f}",
+                f"{np.mean(abs_high):.4f}",
+                f"{np.mean(inside):.3f}",
+                f"{np.mean(bias):+.4f} ± {bias_se:.4f}",
+            )
         )
-    return [*lines, ""]
+    report.table(
+        ["scheme", "mean abs error", "abs error, J >= 0.5", "share within 3 SE", "bias (mean signed error)"],
+        "lrrrr",
+        rows,
+    )
 
 
 def candidate_pairs(keys: np.ndarray) -> tuple[int, np.ndarray]:
@@ -276,7 +248,7 @@ def candidate_pairs(keys: np.ndarray) -> tuple[int, np.ndarray]:
     return rows, distinct(np.concatenate(found)) if found else np.empty(0, dtype=np.int64)
 
 
-def banding_table(ids: list[str], texts: list[str], truth: list[TruthRow]) -> list[str]:
+def banding_table(report: Report, ids: list[str], texts: list[str], truth: list[TruthRow]) -> None:
     """Candidate recall of the ground-truth pairs with J >= 0.8, and candidate counts, per banding."""
     index = {doc_id: i for i, doc_id in enumerate(ids)}
     high = [(index[a], index[b]) for a, b, j in truth if j >= 0.8]
@@ -288,12 +260,8 @@ def banding_table(ids: list[str], texts: list[str], truth: list[TruthRow]) -> li
         "datasketch's pick (9x13)": (9, 13),
         "32x4": (32, 4),
     }
-    lines = [
-        f"### LSH candidates on Debian at t = 0.8: {len(high):,} ground-truth pairs with J >= 0.8",
-        "",
-        "| banding | scheme | recall J >= 0.8 | S-curve at 0.8 | self-join rows | distinct candidates |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
+    report.say(f"### LSH candidates on Debian at t = 0.8: {len(high):,} ground-truth pairs with J >= 0.8", "")
+    rows = []
     for label, (b, r) in bandings.items():
         for scheme in SCHEMES:
             params = Params(bands=b, rows=r, scheme=scheme, unicode_form="none", case="lower")
@@ -301,73 +269,69 @@ def banding_table(ids: list[str], texts: list[str], truth: list[TruthRow]) -> li
             keys = sketcher.band_keys(sketcher.signatures(texts))
             join_rows, candidates = candidate_pairs(keys)
             recall = np.isin(truth_codes, candidates).mean()
-            lines.append(
-                f"| {label} | {scheme} | {recall:.4f} | {float(candidate_probability(0.8, b, r)):.3f} "
-                f"| {join_rows:,} | {candidates.size:,} |"
+            rows.append(
+                (
+                    label,
+                    scheme,
+                    f"{recall:.4f}",
+                    f"{float(candidate_probability(0.8, b, r)):.3f}",
+                    f"{join_rows:,}",
+                    f"{candidates.size:,}",
+                )
             )
-    return [*lines, ""]
+    report.table(
+        ["banding", "scheme", "recall J >= 0.8", "S-curve at 0.8", "self-join rows", "distinct candidates"],
+        "llrrrr",
+        rows,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    root = Path(__file__).resolve().parent.parent
-    parser.add_argument(
-        "--data", type=Path, default=root.parent / "shared" / "data", help="shared data folder"
-    )
-    parser.add_argument("--sample", type=int, default=5000, help="documents every method signs")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--synthetic", type=int, default=20_000, help="size of the make_corpus.py corpus")
-    parser.add_argument("--pairs", type=int, default=20_000, help="ground-truth pairs for the error table")
-    parser.add_argument("--seeds", type=int, default=10, help="seeds averaged in the error table")
-    parser.add_argument("--out", type=Path, help="also write the markdown report here")
-    args = parser.parse_args(argv)
+    ap = parser(__doc__)
+    ap.add_argument("--data", type=Path, default=DATA_DIR, help="shared data folder")
+    ap.add_argument("--sample", type=int, default=5000, help="documents every method signs")
+    add_rounds(ap, 5, flag="--repeats")
+    ap.add_argument("--synthetic", type=int, default=20_000, help="size of the make_corpus.py corpus")
+    ap.add_argument("--pairs", type=int, default=20_000, help="ground-truth pairs for the error table")
+    ap.add_argument("--seeds", type=int, default=10, help="seeds averaged in the error table")
+    add_out(ap, None)
+    args = ap.parse_args(argv)
     cores = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(cores)})
 
-    debian = args.data / "debian_bookworm.jsonl.gz"
-    ids, texts = read_jsonl(debian)
-    with tempfile.TemporaryDirectory() as tmp:
-        synthetic = Path(tmp) / "synthetic.jsonl"
-        make_corpus = [sys.executable, str(args.data / "make_corpus.py"), str(synthetic)]
-        subprocess.run(
-            [*make_corpus, "--n", str(args.synthetic), "--seed", "1"], check=True, capture_output=True
-        )
-        _, syn_texts = read_jsonl(synthetic)
+    debian = list(read_jsonl(args.data / DEBIAN.name))
+    ids, texts = [i for i, _ in debian], [t for _, t in debian]
+    with corpus_file(None, args.synthetic) as (synthetic, _):
+        syn_texts = [t for _, t in read_jsonl(synthetic)]
 
-    versions = ", ".join(
-        f"{name} {version(name)}" for name in ("neardup", "numpy", "numba", "datasketch", "rensa")
-    )
-    report = [
-        "## Signature throughput (bench/bench_core.py)",
-        "",
-        f"{time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, pinned to one core, "
-        f"Python {platform.python_version()}; {versions}. {NUM_PERM} permutations, character {K}-shingles, "
-        f"from raw text; median of {args.repeats} runs.",
-        "",
+    report = Report()
+    report.say(
+        *header(
+            "Signature throughput",
+            None,
+            False,
+            [
+                f"Pinned to one core; {NUM_PERM} permutations, character {K}-shingles, from raw text; "
+                f"median of {args.repeats} runs"
+            ],
+            packages=("datasketch", "rensa"),
+        ),
         f"Cold start (fresh process: import, load or compile kernels, sign one text): oph "
         f"{cold_start_seconds('oph'):.2f} s, classic {cold_start_seconds('classic'):.2f} s.",
         "",
-    ]
-    report += throughput_table("Debian bookworm descriptions", texts, args.sample, args.repeats)
-    report += throughput_table(
-        f"make_corpus.py synthetic (--n {args.synthetic} --seed 1)", syn_texts, args.sample, args.repeats
     )
+    throughput_table(report, "Debian bookworm descriptions", texts, args.sample, args.repeats)
+    synthetic_name = f"make_corpus.py synthetic (--n {args.synthetic} --seed 1)"
+    throughput_table(report, synthetic_name, syn_texts, args.sample, args.repeats)
     if len(cores) > 1:
-        report += two_core_table(
-            f"make_corpus.py synthetic (--n {args.synthetic} --seed 1)", syn_texts, args.repeats, cores
-        )
+        two_core_table(report, synthetic_name, syn_texts, args.repeats, cores)
         os.sched_setaffinity(0, {min(cores)})
-    truth = read_truth(args.data / "debian_bookworm_pairs_j50_k5.tsv.gz")  # 1M rows: read once
-    report += estimation_table(ids, texts, truth, args.pairs, args.seeds)
-    report += banding_table(ids, texts, truth)
-    text = "\n".join(report)
-    print(text)
+    truth = read_truth(args.data / DEBIAN_TRUTH_NAME)  # 1M rows: read once
+    estimation_table(report, ids, texts, truth, args.pairs, args.seeds)
+    banding_table(report, ids, texts, truth)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+        report.write(args.out)
     return 0
 
 

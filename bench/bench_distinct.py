@@ -6,20 +6,21 @@ pairs ((a << 32) | b) and like random 62-bit ids, in one run, alternating: media
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import time
+from functools import partial
 
 import numpy as np
 
+from _common import alternated, seconds_of
+from _options import add_rounds, parser
 from neardup.core.distinct import distinct
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
-    parser.add_argument("--repeats", type=int, default=7)
-    args = parser.parse_args()
+    ap = parser(__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    add_rounds(ap, 7, flag="--repeats")
+    args = ap.parse_args()
     rng = np.random.default_rng(1)
     print(f"numpy {np.__version__}")
     print("| keys | n | np.unique median ms | distinct median ms | ratio |")
@@ -27,12 +28,11 @@ def main() -> None:
     for n in args.sizes:
         pairs = (rng.integers(0, n // 4 + 1, n) << 32) | rng.integers(0, n // 4 + 1, n)
         for name, keys in (("pairs", pairs), ("random", rng.integers(0, 2**62, n))):
-            timings: dict[str, list[float]] = {"unique": [], "distinct": []}
-            for _ in range(args.repeats):
-                for label, fn in (("unique", np.unique), ("distinct", distinct)):
-                    start = time.perf_counter()
-                    fn(keys)
-                    timings[label].append(time.perf_counter() - start)
+            ways = {
+                "unique": seconds_of(partial(np.unique, keys)),
+                "distinct": seconds_of(partial(distinct, keys)),
+            }
+            timings = alternated(ways, args.repeats)
             u, d = (statistics.median(timings[k]) * 1e3 for k in ("unique", "distinct"))
             print(f"| {name} | {n:,} | {u:.2f} | {d:.2f} | {u / d:.1f}x |")
 

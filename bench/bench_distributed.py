@@ -7,12 +7,20 @@ two; a schema of its own, made distributed with --shards shards per table, dropp
 For each: ingest (documents a second, with every verified pair stored), listing all pairs,
 --queries edited copies of stored documents queried one at a time (p50, p99), `Index.check` of as
 many (documents a second), and the bytes a document takes on disk (on every node; on a cluster
-also each worker's share). The report names each cluster's worker nodes and their settings.
+also each worker's share), with the CPU seconds of the client, the coordinator (or the one
+server) and each worker. --citus-jobs adds cluster runs with several writer processes, to show
+what their work costs where. The report names each cluster's worker nodes and their settings.
 Citus is in neither PyPI nor Debian's archive: docs/distributed.md says how to get a cluster.
+
+With --interactive R, each single-writer collection then answers the interactive calls R times
+each, timed one by one (p50, p99): `stats`, `collections`, the first 100 pairs and the first 100
+clusters of the listings, a query, and every review page over HTTP from a `neardup serve` of its
+own (the home page, a collection's clusters, a cluster, the pairs, the queue, a pair, a document).
 
     python bench/bench_distributed.py --citus postgresql://postgres@127.0.0.1:9710/test \
         --citus postgresql://postgres@127.0.0.1:9700/test [CORPUS] [--limit N] [--jobs 1,2,4]
-        [--shards 4] [--queries 200] [--db URL] [--out docs/benchmarks/distributed.md]
+        [--citus-jobs 1,2] [--shards 4] [--queries 200] [--interactive 20] [--db URL]
+        [--out docs/benchmarks/distributed.md]
 
 Not measured here: more workers than one machine holds (the device tool's larger machine was not
 lent to this session).
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import random
 import resource
@@ -150,14 +159,18 @@ class CpuMeter:
 
     def since(self, before: dict[str, float]) -> dict[str, float]:
         """CPU seconds used since ``before``: client, server (one server) or coordinator and workers."""
-        now = self.read()
-        used = {k: now[k] - before[k] for k in now}
+        used = self.each_since(before)
         workers = [v for k, v in used.items() if k.startswith("worker")]
         return {
             "client": used["client"],
             "server": used.get("coordinator", float("nan")),
             "workers": sum(workers) if workers else float("nan"),
         }
+
+    def each_since(self, before: dict[str, float]) -> dict[str, float]:
+        """CPU seconds used since ``before`` by the client and by each node, by name."""
+        now = self.read()
+        return {k: now[k] - before[k] for k in now}
 
 
 def _split(cpu: dict[str, float], per: float, unit: float) -> str:
@@ -172,17 +185,23 @@ def measure(
     probes: list[str],
     jobs: int = 1,
     nodes: dict[str, str] | None = None,
+    interactive: int = 0,
     **create: Any,
 ) -> list[str]:
     """One row of the report: ingest, all pairs, query p50/p99, check rate, bytes a document, and
     the CPU an ingested document and a query cost on the client and on each kind of node."""
     meter = CpuMeter(nodes or {"coordinator": url})
-    with Index.create(url, f"bench{jobs}", threshold=0.8, schema=schema, **create) as index:
+    name = f"bench{jobs}"
+    with Index.create(url, name, threshold=0.8, schema=schema, **create) as index:
         before = meter.read()
         start = time.perf_counter()
         index.add(docs, jobs=jobs)
         ingest = time.perf_counter() - start
+        each = meter.each_since(before)
         ingest_cpu = meter.since(before)
+        where = ", ".join(
+            f"{'server' if k == 'coordinator' and not nodes else k} {v:.1f}" for k, v in each.items()
+        )
         start = time.perf_counter()
         pairs = sum(1 for _ in index.pairs())
         listing = time.perf_counter() - start
@@ -197,9 +216,13 @@ def measure(
         found = sum(1 for r in index.check((f"probe-{i}", t) for i, t in enumerate(probes)) if r.matches)
         check = time.perf_counter() - start
         size = index.stats().bytes_on_disk
-    where = create or "one server"
-    print(f"  {where}, {jobs} writer(s): ingest {ingest:.1f} s, {pairs:,} pairs", file=sys.stderr)
+        if interactive and jobs == 1:
+            label = f"Citus, coordinator :{urlsplit(url).port}" if create else "one server"
+            answered[label] = timed_calls(url, schema, name, probes, interactive)
+    deployment = create or "one server"
+    print(f"  {deployment}, {jobs} writer(s): ingest {ingest:.1f} s, {pairs:,} pairs", file=sys.stderr)
     return [
+        str(jobs),
         f"{len(docs) / ingest:,.0f}",
         f"{ingest:.2f}",
         f"{listing:.2f}",
@@ -208,8 +231,70 @@ def measure(
         f"{len(probes) / check:,.0f} ({found:,} found)",
         f"{size / len(docs):,.0f}",
         _split(ingest_cpu, len(docs), 1000),
+        where,
         _split(query_cpu, len(probes), 1000),
     ]
+
+
+# The review pages a reviewer opens, by path under /review/ ({c}: the collection).
+_PAGES = ("home", "clusters", "cluster", "pairs", "queue", "pair", "document")
+
+
+def timed_calls(url: str, schema: str, name: str, probes: list[str], repeats: int) -> dict[str, list[float]]:
+    """Milliseconds of each interactive call on the collection, ``repeats`` times each, after one
+    untimed call: the command line's reads through the API, and the review pages over HTTP."""
+    import httpx
+
+    from _common import serving
+    from neardup.database import Database
+
+    calls: dict[str, Any] = {}
+    with Database(url, schema) as db, Index.open(url, name, schema=schema) as index:
+        calls["stats"] = index.stats
+        calls["collections"] = db.collections
+        calls["pairs, first 100"] = lambda: list(itertools.islice(index.pairs(), 100))
+        calls["clusters, first 100"] = lambda: list(itertools.islice(index.clusters(), 100))
+        texts = itertools.cycle(probes)
+        calls["query"] = lambda: index.query(next(texts))
+        pair = next(iter(index.pairs()), None)
+        cluster = next(iter(index.clusters()), None)
+        _, token = db.tokens.create("read", name="bench")
+        with (
+            serving(url, schema) as served,
+            httpx.Client(
+                base_url=f"{served.base}/review",
+                headers={"Authorization": f"Bearer {token}"},
+                trust_env=False,
+            ) as client,
+        ):
+            paths = {
+                "home": "/",
+                "clusters": f"/{name}",
+                "cluster": f"/{name}/cluster/{cluster.id if cluster else 0}",
+                "pairs": f"/{name}/pairs",
+                "queue": f"/{name}/queue",
+                "pair": f"/{name}/pair?a={pair[0] if pair else ''}&b={pair[1] if pair else ''}",
+                "document": f"/{name}/document?id={pair[0] if pair else ''}",
+            }
+            for page in _PAGES:
+                calls[f"review: {page}"] = lambda path=paths[page]: client.get(
+                    path, timeout=120
+                ).raise_for_status()
+            return {what: _timed(fn, repeats) for what, fn in calls.items()}
+
+
+def _timed(fn: Any, repeats: int) -> list[float]:
+    fn()
+    out = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        out.append(1000 * (time.perf_counter() - start))
+    return out
+
+
+# What each deployment's single-writer collection answered (``timed_calls``), by deployment.
+answered: dict[str, dict[str, list[float]]] = {}
 
 
 def main() -> None:
@@ -223,6 +308,13 @@ def main() -> None:
         help="URL of a Citus coordinator with worker nodes (once per cluster)",
     )
     ap.add_argument("--jobs", default="1,2,4", help="writer processes of the one-server runs (default 1,2,4)")
+    ap.add_argument("--citus-jobs", default="1", help="writer processes of the cluster runs (default 1)")
+    ap.add_argument(
+        "--interactive",
+        type=int,
+        default=0,
+        help="time each interactive call this many times (default 0: not)",
+    )
     ap.add_argument("--limit", type=int, help="use only the first N documents")
     ap.add_argument("--shards", type=int, default=4, help="shards per distributed table")
     ap.add_argument("--queries", type=int, default=200)
@@ -238,14 +330,17 @@ def main() -> None:
         url = args.db or stack.enter_context(local_server())
         schema = stack.enter_context(bench_schema(url, "nd_one"))
         for jobs in (int(j) for j in args.jobs.split(",")):
-            writers = f"{jobs} writer processes" if jobs > 1 else "one writer"
-            rows.append([f"one server, {writers}", *measure(url, schema, docs, probes, jobs), "–"])
+            row = measure(url, schema, docs, probes, jobs, interactive=args.interactive)
+            rows.append(["one server", *row, "–"])
         for citus, nodes in clusters.items():
             citus_schema = stack.enter_context(bench_schema(citus, "nd_citus"))
             create = {"distributed": True, "shards": args.shards}
-            row = measure(citus, citus_schema, docs, probes, nodes=node_urls(citus), **create)
             name = f"Citus, {len(nodes)} worker{'s' if len(nodes) > 1 else ''}, {args.shards} shards a table"
-            rows.append([name, *row, worker_shares(citus, citus_schema)])
+            for jobs in (int(j) for j in args.citus_jobs.split(",")):
+                row = measure(
+                    citus, citus_schema, docs, probes, jobs, node_urls(citus), args.interactive, **create
+                )
+                rows.append([name, *row, worker_shares(citus, citus_schema)])
         report = Report()
         report.say(
             *header(
@@ -266,6 +361,7 @@ def main() -> None:
         report.table(
             [
                 "deployment",
+                "writers",
                 "ingest docs/s",
                 "ingest s",
                 "list all pairs s",
@@ -274,12 +370,33 @@ def main() -> None:
                 "check docs/s",
                 "bytes a document",
                 "CPU s per 1,000 documents ingested: client / server or coordinator / workers",
+                "CPU s of the ingest, by process",
                 "CPU ms per query: client / server or coordinator / workers",
                 "each worker's share",
             ],
-            "lrrrrrrrrrl",
+            "lrrrrrrrrrrll",
             rows,
         )
+        if answered:
+            deployments = list(answered)
+            report.say(
+                f"Interactive calls on the single-writer collections ({len(docs):,} documents), each "
+                f"timed {args.interactive} times after one untimed call, p50 / p99 in ms:"
+            )
+            report.table(
+                ["call", *deployments],
+                "l" + "r" * len(deployments),
+                [
+                    [
+                        what,
+                        *(
+                            f"{pct(answered[d][what], 50):.1f} / {pct(answered[d][what], 99):.1f}"
+                            for d in deployments
+                        ),
+                    ]
+                    for what in answered[deployments[0]]
+                ],
+            )
         report.say(
             "Every node of the cluster runs on the same cores as the one server when they share a "
             "machine, so this compares the cost of the distributed plan (two-phase commit, "

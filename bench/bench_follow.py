@@ -12,18 +12,17 @@ collection, against ``Index.add`` of the same rows into another.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import random
 import statistics
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 from psycopg import sql
 
-from _common import REPO, Report, bench_schema, drop_schema, header, local_server, timed
+from _common import Report, alternated, database, drop_schema, header, ratios, timed
+from _options import add_db, add_out, add_rounds, parser
 from neardup import follow
 from neardup.index import Index
 from neardup.storage.connect import libpq_url
@@ -71,17 +70,14 @@ def _scratch(url: str, name: str) -> Iterator[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--db", help="PostgreSQL URL (default: a local durable server of its own)")
-    parser.add_argument("--rows", type=int, default=20_000)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=REPO / "docs/benchmarks/follow.md")
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    add_db(ap)
+    ap.add_argument("--rows", type=int, default=20_000)
+    add_rounds(ap, 5)
+    add_out(ap, "follow.md")
+    args = ap.parse_args()
     with contextlib.ExitStack() as stack:
-        url = args.db or stack.enter_context(local_server())
-        schema = stack.enter_context(bench_schema(url, "bench_follow"))
+        url, schema = stack.enter_context(database(args.db, "bench_follow"))
         app = stack.enter_context(_scratch(url, f"bench_follow_app_{schema.rsplit('_', 1)[1]}"))
         report = Report()
         report.say(*header("Following a table: what it costs", url, args.db is not None))
@@ -93,21 +89,23 @@ def _run(report: Report, url: str, schema: str, app: str, rows: int, rounds: int
     texts = _texts(rows, seed=1)
     source = follow.Source(url, f"{app}.articles", "id", "body", (), schema)
     steps = ("insert", "update", "delete")
-    plain: dict[str, list[float]] = {s: [] for s in steps}
-    followed: dict[str, list[float]] = {s: [] for s in steps}
     queue_bytes: list[float] = []
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        for _ in range(rounds):
-            for runs, install in ((plain, False), (followed, True)):
-                t = _table(conn, app)
-                if install:
-                    follow.install(source)
-                for step, seconds in _writes(conn, t, texts).items():
-                    runs[step].append(seconds)
-                if install:
-                    queued, size = _queue(conn, schema)
-                    queue_bytes.append(size / max(queued, 1))
-                    follow.uninstall(source)
+
+        def writes(install: bool) -> dict[str, float]:
+            t = _table(conn, app)
+            if install:
+                follow.install(source)
+            seconds = _writes(conn, t, texts)
+            if install:
+                queued, size = _queue(conn, schema)
+                queue_bytes.append(size / max(queued, 1))
+                follow.uninstall(source)
+            return seconds
+
+        runs = alternated({"plain": lambda: writes(False), "followed": lambda: writes(True)}, rounds)
+    plain = {s: [r[s] for r in runs["plain"]] for s in steps}
+    followed = {s: [r[s] for r in runs["followed"]] for s in steps}
     report.say(
         f"{rows:,} rows of about {len(texts[0]):,} characters; {rounds} rounds, each writing the same rows "
         "to a table without triggers, then to one with them; seconds are medians, the ratio is the median "
@@ -116,14 +114,13 @@ def _run(report: Report, url: str, schema: str, app: str, rows: int, rounds: int
     )
     table_rows = []
     for step in steps:
-        ratios = [f / p for f, p in zip(followed[step], plain[step], strict=True)]
         what = {"insert": "single-row INSERTs, 100 a transaction", "update": "one UPDATE of every row"}
         table_rows.append(
             [
                 what.get(step, "one DELETE of every row"),
                 f"{statistics.median(plain[step]):.3f}",
                 f"{statistics.median(followed[step]):.3f}",
-                f"{statistics.median(ratios):.2f}",
+                f"{statistics.median(ratios(followed[step], plain[step])):.2f}",
             ]
         )
     report.table(["writes", "plain (s)", "followed (s)", "followed / plain"], "lrrr", table_rows)

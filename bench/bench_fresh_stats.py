@@ -1,6 +1,7 @@
 """`stats` right after an `add`: the views' plans with and without the partitioned tables' statistics.
 
-    python bench/bench_fresh_stats.py [CORPUS] [--tries 6] [--threshold 0.5] [--temp-file-limit 3GB]
+    python bench/bench_fresh_stats.py [CORPUS] [--limit N] [--tries 6] [--threshold 0.5]
+                                      [--temp-file-limit 3GB]
 
 Each try starts a fresh durable local server (autovacuum on, as a user's would be), adds the corpus
 to a new collection at the threshold, and calls ``Index.stats()`` at once, twice: as neardup leaves
@@ -15,13 +16,12 @@ until the disk was full); a call it stops is reported as failed.
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
 import psycopg
 
-from _common import DEBIAN, TRUTH_CONFIG, bench_schema, local_server, read_jsonl
+from _common import TRUTH_CONFIG, database, read_jsonl
+from _options import add_debian, parser
 from neardup.errors import NeardupError
 from neardup.index import Index
 from neardup.storage.connect import libpq_url
@@ -70,15 +70,15 @@ def timed_stats(index: Index) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("corpus", nargs="?", type=Path, default=DEBIAN, help="JSONL(.gz) of {id, text}")
+    ap = parser(__doc__)
+    add_debian(ap)
     ap.add_argument("--tries", type=int, default=6)
     ap.add_argument("--threshold", type=float, default=0.5)
     ap.add_argument("--temp-file-limit", default="3GB")
     args = ap.parse_args()
-    docs = list(read_jsonl(args.corpus, None))
+    docs = list(read_jsonl(args.corpus, args.limit))
     for attempt in range(1, args.tries + 1):
-        with local_server() as url, bench_schema(url, "fresh") as schema:
+        with database(None, "fresh") as (url, schema):
             with psycopg.connect(libpq_url(url), autocommit=True) as conn:
                 conn.execute(f"ALTER SYSTEM SET temp_file_limit = '{args.temp_file_limit}'")
                 conn.execute("SELECT pg_reload_conf()")

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import math
+import os
 import random
 import tempfile
 import threading
@@ -195,14 +197,24 @@ def _new_text(rng: random.Random, docs: Sequence[tuple[str, str]]) -> str:
 
 
 def writer(
-    n: int, base: str, token: str, docs: Sequence[tuple[str, str]], tally: Tally, budget: Budget, batch: int
+    n: int,
+    base: str,
+    token: str,
+    docs: Sequence[tuple[str, str]],
+    tally: Tally,
+    budget: Budget,
+    batch: int,
+    steady: int = 0,
 ) -> None:
-    """Adds batches of new documents with unique ids until the budget ends."""
+    """Adds batches of new documents with unique ids until the budget ends; with ``steady``, ids
+    from a pool of that many, so that once each is stored a POST replaces as many documents as it
+    sends and the collection keeps its size."""
     rng = random.Random(2000 + n)
     sent = 0
     with _client(base, token) as client:
         while budget.take():
-            new = [{"id": f"load-w{n}-{sent + i:07d}", "text": _new_text(rng, docs)} for i in range(batch)]
+            numbers = [(sent + i) % steady if steady else sent + i for i in range(batch)]
+            new = [{"id": f"load-w{n}-{k:07d}", "text": _new_text(rng, docs)} for k in numbers]
             sent += batch
             r = _send(client, tally, "add", "POST", f"{PATH}/documents", json=new)
             if r is not None and r.status_code == 200:
@@ -269,7 +281,9 @@ def run_load(
     jobs: list[tuple[Callable[..., None], tuple[Any, ...]]] = [
         (reader, (n, base, token, docs, tally, budget)) for n in range(args.readers)
     ]
-    jobs += [(writer, (n, base, token, docs, tally, budget, args.batch)) for n in range(args.writers)]
+    jobs += [
+        (writer, (n, base, token, docs, tally, budget, args.batch, args.steady)) for n in range(args.writers)
+    ]
     threads = [threading.Thread(target=_guarded, args=(tally, *job)) for job in jobs]
     with Sampler(pid, args.sample_seconds, tally) as sampler:
         t0 = time.perf_counter()
@@ -362,12 +376,19 @@ def main() -> None:
             _, token = db.tokens.create("write", COLLECTION, "bench_load")
         log = stack.enter_context(tempfile.TemporaryFile())
         served = stack.enter_context(serving(url, schema, log=log))
+        load_before = os.getloadavg()
         load = run_load(served.base, served.pid, token, docs, args)
+        load_after = os.getloadavg()
         stored = verify(url, schema, load.tally.acked, len(docs))
         log.seek(0)
         server_log = log.read().decode(errors="replace").splitlines()
         report = Report()
         report.say(*header("neardup serve under load: readers and writers at once", url, args.db is not None))
+        report.say(
+            f"Load average of the machine (1, 5, 15 minutes): {', '.join(f'{x:.1f}' for x in load_before)} "
+            f"as the load began, {', '.join(f'{x:.1f}' for x in load_after)} as it ended.",
+            "",
+        )
         held = _report(report, args, load, stored, memory(load.samples, _warmup(args)), server_log, load_s)
         report.write(args.out)
     if not all(held):
@@ -399,6 +420,14 @@ def _options() -> argparse.Namespace:
         "--sample-seconds", type=float, default=2.0, help="memory sampled this often (default 2)"
     )
     parser.add_argument("--preload", type=int, help="Debian documents loaded first (default all)")
+    parser.add_argument(
+        "--steady",
+        type=int,
+        default=0,
+        metavar="N",
+        help="each writer sends ids from a pool of N, replacing its own documents once each is stored: "
+        "the collection's size holds, so memory that still grows is not the data's (default 0: new ids)",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "load.md")
     return parser.parse_args()
 
@@ -425,8 +454,13 @@ def _report(
         f"warning) on 127.0.0.1; {args.readers} reader and {args.writers} writer threads in this process, "
         f"each with its own keep-alive httpx client, on the same cores as the server and the database. "
         f"Readers send queries, document GETs, pairs pages and clusters pages in the proportions "
-        f"{':'.join(map(str, READ_WEIGHTS))}; writers POST {args.batch} new documents at a time. "
-        f"The load ran {load.seconds:.1f} s (ended by {load.ended_by}; limits {args.seconds:g} s and "
+        f"{':'.join(map(str, READ_WEIGHTS))}; writers POST {args.batch} documents at a time, "
+        + (
+            f"from a pool of {args.steady:,} ids each (so the collection's size holds once each is stored). "
+            if args.steady
+            else "all new. "
+        )
+        + f"The load ran {load.seconds:.1f} s (ended by {load.ended_by}; limits {args.seconds:g} s and "
         f"{args.max_requests:,} requests): {total:,} requests, {total / load.seconds:,.0f} a second. "
         "Latency is each request's wall time in the client.",
         "",
@@ -484,12 +518,12 @@ def _memory_section(report: Report, load: Load, mem: Memory, warmup: float) -> N
         "line).",
         "",
     )
-    halves = _half_slopes(load.samples, warmup)
-    if halves is not None:
+    parts = _part_slopes(load.samples, warmup, 3)
+    if parts is not None:
         report.say(
-            f"The same slope over each half of the run after the warm-up: {halves[0]:+.2f} MiB a minute "
-            f"in the first, {halves[1]:+.2f} MiB a minute in the second (a plateau shows as a second "
-            "half near 0; a leak as two alike).",
+            "The same slope over each third of the run after the warm-up: "
+            + ", ".join(f"{p:+.2f}" for p in parts)
+            + " MiB a minute (a plateau shows as slopes falling to 0; a leak as thirds alike).",
             "",
         )
     picked = load.samples[:: max(1, len(load.samples) // 12)]
@@ -499,21 +533,22 @@ def _memory_section(report: Report, load: Load, mem: Memory, warmup: float) -> N
     report.table(["seconds", "RSS MiB", "documents acknowledged"], "rrr", rows)
 
 
-def _half_slopes(samples: list[tuple[float, int, int]], warmup: float) -> tuple[float, float] | None:
-    """Least-squares slopes (MiB a minute) of the samples after the warm-up, first and second half
-    by time; None with too few samples."""
+def _part_slopes(samples: list[tuple[float, int, int]], warmup: float, parts: int) -> list[float] | None:
+    """Least-squares slopes (MiB a minute) of the samples after the warm-up, in ``parts`` equal
+    spans of time; None with too few samples."""
     t = np.array([s[0] for s in samples])
     mib = np.array([s[1] / MIB for s in samples])
     after = t >= warmup
-    if after.sum() < 6:
+    if after.sum() < 3 * parts:
         return None
     x, y = t[after], mib[after]
-    middle = (x[0] + x[-1]) / 2
-    first, second = x <= middle, x > middle
-    return (
-        60 * float(np.polyfit(x[first], y[first], 1)[0]),
-        60 * float(np.polyfit(x[second], y[second], 1)[0]),
-    )
+    edges = np.linspace(x[0], x[-1], parts + 1)
+    slopes = []
+    for lo, hi in itertools.pairwise(edges):
+        inside = (x >= lo) & (x <= hi)
+        fitted = inside.sum() >= 2
+        slopes.append(60 * float(np.polyfit(x[inside], y[inside], 1)[0]) if fitted else float("nan"))
+    return slopes
 
 
 def _documents_section(report: Report, stored: Stored, tally: Tally) -> None:

@@ -1,5 +1,5 @@
-"""Memory of an ingest of hot clusters: peak resident memory and time of `neardup add` and of
-`neardup serve` when the documents come in clusters of near-copies.
+"""The ingest's memory: peak resident memory and time of `neardup add` and of `neardup serve` when
+the documents come in clusters of near-copies, and of `neardup add` of a make_corpus.py corpus.
 
 For each N of ``--n`` (100,000 by default), three shapes of N documents:
 
@@ -11,26 +11,31 @@ For each N of ``--n`` (100,000 by default), three shapes of N documents:
 
 Each shape goes in by the CLI (`neardup add FILE` on a JSONL file, the command's batch size unless
 ``--batch-size``) and over HTTP (`neardup serve` on loopback, POSTs of ``--request`` documents each,
-one after the other); then ``--one-request`` documents of the issue's shape in a single POST. Each
-case gets a fresh collection and, over HTTP, a fresh server process, so that its peak is its own.
+one after the other); then ``--one-request`` documents of the issue's shape in a single POST; then,
+with ``--synthetic PATH``, the first ``--synthetic-n`` documents of a make_corpus.py corpus (used if
+present, else made there) by the CLI, its memory drawn against the documents read so far (from the
+process's offset in the file) in ``memory.png`` beside the report. Each case gets a fresh
+collection and, over HTTP, a fresh server process, so that its peak is its own.
 
 The ingesting process (the CLI, or the serve process) runs with its address space limited to
 ``--memory-limit`` (RLIMIT_AS, inherited by any child) and is killed when it and its children
 reach that much resident memory or run past ``--timeout``: such a case is reported as having
 exceeded the limit or timed out, with the documents and pairs its committed transactions stored.
 Peak RSS is the larger of psutil's samples (the process and its children, every 0.1 s) and the
-kernel's ``ru_maxrss`` of the process. The PostgreSQL server's memory is not counted. The goal:
+kernel's ``ru_maxrss`` of the process. The PostgreSQL server's memory is not counted (its shared
+buffers show up in the RSS of every backend that touches them, so a sum would mislead). The goal:
 under 2 GiB at the default batch size, finishing. The script exits 0 whatever the figures.
 
     python bench/bench_memory.py [--n 100000[,1000000]] [--cluster 100,10000] [--request 20000]
-        [--one-request 100000] [--only 0,3] [--memory-limit 6G] [--timeout 600] [--db URL]
-        [--out docs/benchmarks/memory-hot.md]
+        [--one-request 100000] [--synthetic /tmp/synth1m.jsonl [--synthetic-n 1000000]] [--only 0,3]
+        [--memory-limit 6G] [--timeout 600] [--db URL] [--out docs/benchmarks/memory.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import http.client
 import io
 import json
@@ -38,7 +43,6 @@ import os
 import random
 import resource
 import signal
-import socket
 import statistics
 import string
 import subprocess
@@ -50,12 +54,28 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
 import psycopg
 
-from _common import REPO, Report, bench_schema, free_port, header, local_server, truth_shingles, warm_up
+from _common import (
+    Client,
+    Report,
+    child_env,
+    count_formatter,
+    database,
+    free_port,
+    header,
+    healthy,
+    mib,
+    neardup_command,
+    pyplot,
+    serve_command,
+    synthetic_corpus,
+    tree_memory,
+    truth_shingles,
+)
+from _options import add_db, add_out, numbers, parser, size
+from neardup.config import DEFAULT_BATCH_SIZE
 from neardup.database import Database
-from neardup.ingest.writer import DEFAULT_BATCH_SIZE
 from neardup.storage.connect import libpq_url
 
 THRESHOLD = 0.8
@@ -107,7 +127,8 @@ class Shape:
     """One way of making n documents: its name in the report and its texts."""
 
     name: str
-    cluster: int | None  # None: the issue's shape
+    cluster: int | None  # None: the issue's shape, or the corpus
+    corpus: Path | None = None  # a make_corpus.py file of exactly the documents added
 
     def texts(self, n: int) -> Iterator[str]:
         return issue_texts(n) if self.cluster is None else cluster_texts(n, self.cluster)
@@ -149,6 +170,8 @@ class Outcome:
     pairs: int | None = None
     notes: list[str] = field(default_factory=list)
     load: float = float("nan")  # the machine's 1-minute load average as the case ended
+    samples: list[tuple[float, int]] = field(default_factory=list)  # (seconds, RSS) of the process
+    read: list[float] = field(default_factory=list)  # documents read at each sample, by the CLI
 
 
 def limited(limit: int) -> Callable[[], None]:
@@ -161,40 +184,25 @@ def limited(limit: int) -> Callable[[], None]:
     return cap
 
 
-def _tree_memory(proc: psutil.Process) -> tuple[int, int]:
-    """(RSS, largest VMS) of a process and its children, bytes; zeros once it is gone."""
-    rss = vms = 0
-    with contextlib.suppress(psutil.Error):
-        for p in [proc, *proc.children(recursive=True)]:
-            with contextlib.suppress(psutil.Error):
-                info = p.memory_info()
-                rss += info.rss
-                vms = max(vms, info.vms)
-    return rss, vms
-
-
 class Watched:
     """A process started in its own session under the memory limit, sampled until it ends or is
     stopped; ``stop`` kills its whole process group (it and any children it started)."""
 
     def __init__(self, argv: list[str], limit: int, log: Path) -> None:
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"), os.environ.get("PYTHONPATH")])),
-        }
         with log.open("wb") as err:
             self.proc = subprocess.Popen(
                 argv,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
-                env=env,
+                env=child_env(),
                 start_new_session=True,
                 preexec_fn=limited(limit),
             )
-        self.ps = psutil.Process(self.proc.pid)
+        self.started = time.perf_counter()
         self.limit = limit
         self.log = log
         self.peak_rss = self.peak_vms = 0
+        self.samples: list[tuple[float, int]] = []  # (seconds since the start, RSS with its children)
         self.returncode: int | None = None
         self.over = False
 
@@ -209,7 +217,8 @@ class Watched:
             self.proc.returncode = self.returncode
             self.peak_rss = max(self.peak_rss, usage.ru_maxrss * 1024)  # KiB on Linux
             return False
-        rss, vms = _tree_memory(self.ps)
+        rss, vms = tree_memory(self.proc.pid)
+        self.samples.append((time.perf_counter() - self.started, rss))
         self.peak_rss, self.peak_vms = max(self.peak_rss, rss), max(self.peak_vms, vms)
         if rss >= self.limit:
             self.over = True
@@ -258,37 +267,58 @@ class Setup:
     batch_size: int | None
 
 
-def _neardup(setup: Setup) -> list[str]:
-    return [sys.executable, "-m", "neardup", "--db", setup.url, "--schema", setup.schema]
-
-
-def by_cli(setup: Setup, collection: str, texts: Iterator[str]) -> Outcome:
-    """`neardup add` of the texts written to a JSONL file, under the limits."""
+def jsonl_file(setup: Setup, collection: str, texts: Iterator[str]) -> Path:
+    """The texts as a JSONL file for `neardup add`, ids their positions."""
     path = setup.tmp / f"{collection}.jsonl"
     with path.open("w") as f:
         for i, text in enumerate(texts):
             f.write(json.dumps({"id": str(i), "text": text}) + "\n")
-    argv = [*_neardup(setup), "--collection", collection, "add", str(path)]
+    return path
+
+
+def by_cli(setup: Setup, collection: str, path: Path, n: int) -> Outcome:
+    """`neardup add` of the n documents of a JSONL file, under the limits; with each sample, the
+    documents read so far, from the process's offset in the file (``Outcome.read``)."""
+    argv = [*neardup_command(setup.url, setup.schema), "--collection", collection, "add", str(path)]
     argv += [] if setup.batch_size is None else ["--batch-size", str(setup.batch_size)]
     out = Outcome()
     t0 = time.perf_counter()
     watched = Watched(argv, setup.limit, setup.tmp / f"{collection}.log")
     deadline = t0 + setup.timeout
+    file_bytes, docs = path.stat().st_size, 0.0
     while watched.sample():
+        offset = _read_offset(watched.proc.pid, path)
+        docs = n * offset / file_bytes if offset is not None else docs
+        out.read.append(docs)
         if time.perf_counter() > deadline:
             watched.stop()
             out.status = "timed out"
             break
         time.sleep(SAMPLE_S)
     out.seconds = time.perf_counter() - t0
-    path.unlink()
     return _ended(out, watched)
+
+
+def _read_offset(pid: int, path: Path) -> int | None:
+    """Where process pid's open file descriptor on path is, or None."""
+    target = str(path.resolve())
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == target:
+                    for line in Path(f"/proc/{pid}/fdinfo/{fd}").read_text().splitlines():
+                        if line.startswith("pos:"):
+                            return int(line.split()[1])
+    except OSError:
+        pass
+    return None
 
 
 def _ended(out: Outcome, watched: Watched, *, exits: bool = True) -> Outcome:
     """The outcome's status and peaks from how the process ended (``exits``: it was to end by
     itself, as the CLI does; the server is stopped here)."""
     out.peak_rss, out.peak_vms = watched.peak_rss, watched.peak_vms
+    out.samples = watched.samples
     if out.status != "timed out" and watched.out_of_memory():
         out.status = f"exceeded {gib(watched.limit)}"
     elif exits and out.status == "finished" and watched.returncode not in (0, None):
@@ -297,34 +327,6 @@ def _ended(out: Outcome, watched: Watched, *, exits: bool = True) -> Outcome:
     if out.status != "finished" and said:
         out.notes.append(said[:300])
     return out
-
-
-class Client:
-    """A keep-alive HTTP/1.1 client from the standard library, one request at a time."""
-
-    def __init__(self, port: int, secret: str, timeout: float) -> None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-        self.conn.connect()
-        if self.conn.sock is not None:  # the body is sent apart from the headers: no delayed ACK
-            self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.headers = {"Authorization": f"Bearer {secret}", "Content-Type": "application/json"}
-
-    def post(self, path: str, body: bytes) -> tuple[int, bytes]:
-        self.conn.request("POST", path, body, self.headers)
-        response = self.conn.getresponse()
-        return response.status, response.read()
-
-
-def _healthy(port: int, watched: Watched, deadline: float) -> bool:
-    """Wait for /healthz to answer 200; False if the server ends or the deadline passes first."""
-    while time.perf_counter() < deadline and watched.sample():
-        with contextlib.suppress(OSError, http.client.HTTPException):
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/healthz")
-            if conn.getresponse().status == 200:
-                return True
-        time.sleep(0.2)
-    return False
 
 
 def _bodies(texts: Iterator[str], per_request: int) -> Iterator[bytes]:
@@ -342,12 +344,13 @@ def by_http(setup: Setup, collection: str, texts: Iterator[str], per_request: in
     """POSTs of ``per_request`` documents each to a fresh `neardup serve`, under the limits; the
     serve process's memory from its start (its idle size included) to the last answer."""
     port = free_port()
-    argv = [*_neardup(setup), "serve", "--port", str(port), "--log-level", "warning"]
     bodies = list(_bodies(texts, per_request))
     out = Outcome()
-    watched = Watched(argv, setup.limit, setup.tmp / f"{collection}.log")
+    watched = Watched(
+        serve_command(setup.url, setup.schema, port), setup.limit, setup.tmp / f"{collection}.log"
+    )
     try:
-        if not _healthy(port, watched, time.perf_counter() + 120):
+        if not healthy(f"http://127.0.0.1:{port}", watched.sample):
             out.status = "failed: the server did not start"
             watched.stop()
             return _ended(out, watched)
@@ -377,7 +380,7 @@ def _send(
     """POST the bodies in turn until one fails (the answers so far in ``answers``)."""
     path = f"/v1/collections/{collection}/documents"
     try:
-        client = Client(port, setup.secret, setup.timeout + 60)
+        client = Client(f"http://127.0.0.1:{port}", setup.secret, setup.timeout + 60)
         for body in bodies:
             answers.append(client.post(path, body))
             if answers[-1][0] != 200:
@@ -404,13 +407,23 @@ class Case:
         return f"HTTP, {self.per_request:,} a request" if self.per_request < self.n else "HTTP, one request"
 
 
-def cases(ns: Sequence[int], clusters: Sequence[int], per_request: int, one_request: int) -> list[Case]:
-    """Each N's shapes by the CLI and over HTTP, then the issue's one large request."""
+def cases(
+    ns: Sequence[int],
+    clusters: Sequence[int],
+    per_request: int,
+    one_request: int,
+    corpus: Path | None = None,
+    corpus_n: int = 0,
+) -> list[Case]:
+    """Each N's shapes by the CLI and over HTTP, then the issue's one large request, then the
+    corpus by the CLI."""
     shapes = [Shape(f"clusters of {size:,}", size) for size in clusters]
     shapes.append(Shape("issue 39's records", None))
     out = [Case(n, s, way) for n in ns for way in (None, per_request) for s in shapes]
     if one_request:
         out.append(Case(one_request, shapes[-1], one_request))
+    if corpus is not None:
+        out.append(Case(corpus_n, Shape("make_corpus.py corpus", None, corpus), None))
     return out
 
 
@@ -431,11 +444,14 @@ def run_case(setup: Setup, db: Database, number: int, case: Case) -> Outcome:
     name = f"case{number}"
     with db.create(name, THRESHOLD):
         pass
-    texts = case.shape.texts(case.n)
-    if case.per_request is None:
-        out = by_cli(setup, name, texts)
+    if case.per_request is not None:
+        out = by_http(setup, name, case.shape.texts(case.n), case.per_request)
+    elif case.shape.corpus is not None:
+        out = by_cli(setup, name, case.shape.corpus, case.n)
     else:
-        out = by_http(setup, name, texts, case.per_request)
+        path = jsonl_file(setup, name, case.shape.texts(case.n))
+        out = by_cli(setup, name, path, case.n)
+        path.unlink()
     if out.status != "finished":
         _stop_backends(setup.url)
     info = db.info(name)
@@ -445,10 +461,6 @@ def run_case(setup: Setup, db: Database, number: int, case: Case) -> Outcome:
 
 
 # -- the report -----------------------------------------------------------------------------------
-
-
-def mib(n: int) -> str:
-    return f"{n / 2**20:,.0f}"
 
 
 def _count(n: int | None) -> str:
@@ -485,15 +497,20 @@ def write_report(
     done: Sequence[tuple[Case, Outcome]],
     similar: list[str],
     left: Sequence[Case] = (),
+    notes: Sequence[str] = (),
 ) -> None:
-    """The markdown report, echoed with the failed goals once every case has run; written quietly
-    after each case before that (``left``: the cases still to run), so that a run cut short
-    leaves the figures it has."""
+    """The markdown report (and the corpus's plot), echoed with the failed goals once every case
+    has run; written quietly after each case before that (``left``: the cases still to run), so
+    that a run cut short leaves the figures it has."""
+    for case, out in done:
+        if case.shape.corpus is not None:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            plot_memory(out, case.n, args.out.parent / "memory.png")
     if left:
         with contextlib.redirect_stdout(io.StringIO()):
-            _report(args, url, done, similar, left).write(args.out)
+            _report(args, url, done, similar, left, notes).write(args.out)
         return
-    _report(args, url, done, similar, left).write(args.out)
+    _report(args, url, done, similar, left, notes).write(args.out)
     for case, out in done:
         if not goal_met(out):
             print(
@@ -509,17 +526,19 @@ def _report(
     done: Sequence[tuple[Case, Outcome]],
     similar: list[str],
     left: Sequence[Case],
+    notes: Sequence[str],
 ) -> Report:
     report = Report()
     batch = f"{args.batch_size:,}" if args.batch_size else f"{DEFAULT_BATCH_SIZE:,} (the default)"
-    report.say(*header("Memory of an ingest of hot clusters", url, args.db is not None))
+    report.say(*header("The ingest's memory", url, args.db is not None, notes))
     report.say(
         f"Each case adds N documents to a fresh collection at threshold {THRESHOLD}: by the CLI "
         f"(`neardup add FILE`, batch size {batch}) or over HTTP (a fresh `neardup serve`, one "
         "uvicorn worker, POSTs sent one after the other; a request is one batch). Clusters: a base "
         f"text of {WORDS} random words, each copy with {CHANGED} of them replaced, document i a copy "
         "of cluster i mod the number of clusters. Issue 39's records: `record {i} of the large "
-        "request, topic {i%997} and {i%13}`.",
+        "request, topic {i%997} and {i%13}`. The make_corpus.py corpus: ~1.5 KB documents, ~10% "
+        "near-copies.",
         "",
         f"The ingesting process runs with its address space limited to {gib(args.memory_limit)} "
         f"(RLIMIT_AS) and is killed at {gib(args.memory_limit)} of resident memory (with its "
@@ -552,11 +571,11 @@ def _report(
         "lllrrrrrrrll",
         table_rows(done),
     )
-    notes = [
+    said = [
         f"- {case.way}, {case.shape.name}, N {case.n:,}: {note}" for case, out in done for note in out.notes
     ]
-    if notes:
-        report.say("What the processes that did not finish said last:", "", *notes, "")
+    if said:
+        report.say("What the processes that did not finish said last:", "", *said, "")
     if left:
         report.say(
             "Not run yet (the run was stopped before them): "
@@ -569,24 +588,74 @@ def _report(
         f"Goal (under 2 GiB at the default batch size, finishing): met by {len(done) - len(failed)} of "
         f"{len(done)} cases."
     )
+    for case, out in done:
+        if case.shape.corpus is not None:
+            corpus_section(report, case, out)
     return report
 
 
-def size(text: str) -> int:
-    """Bytes from '6G', '512M', '6GB' or a plain number (binary units)."""
-    units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-    t = text.strip().upper().removesuffix("IB").removesuffix("B")
-    if t and t[-1] in units:
-        return int(float(t[:-1]) * units[t[-1]])
-    return int(t)
+def corpus_section(report: Report, case: Case, out: Outcome) -> None:
+    """The corpus's memory as `neardup add` read it: the peak in each quarter of the documents."""
+    read = list(zip(out.samples, out.read, strict=False))
+    quarter = [
+        max((rss for (_, rss), docs in read if lo * case.n <= docs < hi * case.n and rss), default=None)
+        for lo, hi in ((0, 0.25), (0.25, 0.5), (0.5, 0.75), (0.75, 1.01))
+    ]
+    report.say("", f"## {case.n:,} documents of a make_corpus.py corpus by `neardup add`", "")
+    report.table(
+        [
+            "documents",
+            "seconds",
+            "docs/s",
+            "peak RSS MiB",
+            "peak sampled RSS MiB, by quarter of the documents read",
+        ],
+        "rrrrr",
+        [
+            [
+                f"{case.n:,}",
+                f"{out.seconds:.1f}",
+                f"{case.n / out.seconds:,.0f}",
+                mib(out.peak_rss),
+                " / ".join("-" if q is None else mib(q) for q in quarter),
+            ]
+        ],
+    )
+    report.say(
+        f"Its resident memory (with any children) sampled every {SAMPLE_S} s, {len(out.samples):,} "
+        "samples, against the documents read so far (from its offset in the file).",
+        "",
+        "![RSS of the ingest process against documents read](memory.png)",
+    )
 
 
-def numbers(text: str) -> list[int]:
-    return [int(part.replace("_", "")) for part in text.split(",") if part.strip()]
+def plot_memory(out: Outcome, n: int, path: Path) -> None:
+    """The process's RSS over time, with the documents read, into a PNG."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8.5, 4.2))
+    live = [(t, rss) for t, rss in out.samples if rss]  # none once the process has gone
+    ax.plot([t for t, _ in live], [rss / 2**20 for _, rss in live], color="#1f6fb4", linewidth=1.2)
+    ax.axhline(out.peak_rss / 2**20, color="#1f6fb4", linestyle=":", linewidth=1)
+    ax.text(0, out.peak_rss / 2**20, f" peak {mib(out.peak_rss)} MiB", va="bottom", fontsize=8)
+    ax.set_xlim(0, max(out.seconds, 1e-9))
+    ax.set_ylim(0, out.peak_rss / 2**20 * 1.25 or 1)
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("resident memory of the client, MiB", color="#1f6fb4")
+    docs = ax.twinx()
+    times = [t for t, _ in out.samples][: len(out.read)]
+    docs.plot(times, out.read[: len(times)], color="#e8842a", linewidth=1)
+    docs.set_ylim(0, n * 1.05)
+    docs.yaxis.set_major_formatter(count_formatter())
+    docs.set_ylabel("documents read (from the file offset)", color="#e8842a")
+    ax.set_title(f"neardup add of {n:,} documents in {out.seconds:.0f} s", fontsize=10)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def parse_args() -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument(
         "--n", type=numbers, default=[100_000], help="documents a case, comma-separated (default 100000)"
     )
@@ -597,6 +666,10 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--one-request", type=int, default=100_000, help="issue records in one POST (default 100000; 0: none)"
     )
+    ap.add_argument("--synthetic", type=Path, help="a make_corpus.py JSONL: used if present, else made there")
+    ap.add_argument(
+        "--synthetic-n", type=int, default=1_000_000, help="documents of it added (default 1,000,000)"
+    )
     ap.add_argument(
         "--only", type=numbers, help="run only these cases, numbered from 0 in the order listed above"
     )
@@ -605,28 +678,32 @@ def parse_args() -> argparse.Namespace:
         "--memory-limit", type=size, default=size("6G"), help="address space and RSS limit (default 6G)"
     )
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds a case may run (default 600)")
-    ap.add_argument("--db", help="PostgreSQL URL (default: a durable local server made for the run)")
-    ap.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "memory-hot.md")
+    add_db(ap)
+    add_out(ap, "memory.md")
     return ap.parse_args()
 
 
 def main() -> None:
     """Run every case and write the report; exits 0 whatever the figures."""
     args = parse_args()
-    todo = cases(args.n, args.cluster, args.request, args.one_request)
+    todo = cases(args.n, args.cluster, args.request, args.one_request, args.synthetic, args.synthetic_n)
     if args.only:
         todo = [case for number, case in enumerate(todo) if number in args.only]
-    shapes = {case.shape: case.n for case in todo}
+    shapes = {case.shape: case.n for case in todo if case.shape.corpus is None}
     similar = [
         f"{shape.name} " + " / ".join(f"{j:.2f}" for j in jaccard_sample(shape, n))
         for shape, n in shapes.items()
     ]
+    notes: list[str] = []
     with contextlib.ExitStack() as stack:
-        url = args.db or stack.enter_context(local_server())
-        schema = stack.enter_context(bench_schema(url, "nd_bench_memory"))
-        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nd-memory-", dir="/var/tmp")))
+        for k, case in enumerate(todo):
+            if case.shape.corpus is not None:
+                path, made = stack.enter_context(synthetic_corpus(case.shape.corpus, case.n))
+                todo[k] = dataclasses.replace(case, shape=dataclasses.replace(case.shape, corpus=path))
+                notes.append(f"Corpus: {made}")
         # The compiled kernels' cache filled once, so that the first case is not charged with it.
-        warm_up(url, schema)
+        url, schema = stack.enter_context(database(args.db, "nd_bench_memory", warm={}))
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nd-memory-", dir="/var/tmp")))
         db = stack.enter_context(Database(url, schema, pool_size=1))
         _, secret = db.tokens.create("write", name="bench_memory")
         setup = Setup(url, schema, secret, tmp, args.memory_limit, args.timeout, args.batch_size)
@@ -642,7 +719,7 @@ def main() -> None:
                 flush=True,
             )
             done.append((case, out))
-            write_report(args, url, done, similar, todo[number + 1 :])
+            write_report(args, url, done, similar, todo[number + 1 :], notes)
 
 
 if __name__ == "__main__":

@@ -11,27 +11,28 @@ extrapolated (linearly in pairs) to 100,000 and 1,000,000 documents in clusters 
 times the exact Jaccard of pairs of one cluster in memory (the cost a listing would pay per pair
 if a cluster were stored as its members only, its pairs verified when read).
 
+Its figures are a section of docs/benchmarks/memory.md.
+
     python bench/bench_pairs_table.py [--n 10000] [--cluster 500,1000] [--db URL] [--out FILE]
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import time
-from pathlib import Path
 
 import numpy as np
 import psycopg
 
-from _common import Report, bench_schema, header, local_server
-from bench_memory import THRESHOLD, cluster_texts, numbers
+from _common import Report, bench_schema, header, server
+from _options import add_db, add_out, numbers, parser
+from bench_memory import THRESHOLD, cluster_texts
+from neardup.config import DEFAULT_BATCH_SIZE
 from neardup.core.params import Params
 from neardup.core.sketch import Sketcher
 from neardup.core.verify import exact_jaccard
 from neardup.index import Index
-from neardup.ingest.stages import StageClock
-from neardup.ingest.writer import DEFAULT_BATCH_SIZE
+from neardup.stages import StageClock
 from neardup.storage.connect import libpq_url
 
 
@@ -80,21 +81,19 @@ def centre_bounds(size: int, sample: int = 200) -> tuple[float, float, float, fl
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--n", type=int, default=10_000, help="documents a case (default 10000)")
     ap.add_argument("--cluster", type=numbers, default=[500, 1_000], help="cluster sizes (default 500,1000)")
-    ap.add_argument("--db", help="PostgreSQL URL (default: a durable local server made for the run)")
+    add_db(ap)
     ap.add_argument("--centre-only", action="store_true", help="only the in-memory figures, no database")
-    ap.add_argument(
-        "--out", type=Path, help="also write the report here (its figures belong in memory-hot.md)"
-    )
+    add_out(ap, None)
     args = ap.parse_args()
     report = Report()
     rows = []
     if args.centre_only:
         args.cluster = []
     with contextlib.ExitStack() as stack:
-        url = None if args.centre_only else args.db or stack.enter_context(local_server())
+        url = None if args.centre_only else stack.enter_context(server(args.db))
         report.say(*header("Pairs table of clusters of near-copies", url, args.db is not None))
         for size in args.cluster:
             assert url is not None
@@ -165,7 +164,7 @@ def main() -> None:
         f"{proved:.2%}; proved not so by |d(x, c) - d(y, c)| > {1 - THRESHOLD:.1f}: {ruled_out:.2%}.",
     )
     if args.out is not None:
-        args.out.write_text("\n".join(report.lines) + "\n")
+        report.write(args.out)
 
 
 if __name__ == "__main__":

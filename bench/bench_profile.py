@@ -23,7 +23,6 @@ once it has (at most --settle seconds later): the latency a long-lived archive s
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -32,20 +31,9 @@ import sys
 import time
 from pathlib import Path
 
-from _common import (
-    REPO,
-    CpuMeter,
-    Report,
-    autovacuumed,
-    bench_schema,
-    due_tables,
-    edited,
-    header,
-    latencies_ms,
-    local_server,
-    pct,
-)
-from bench_scaling import corpus_file, first_lines
+from _autovacuum import autovacuumed, due_tables
+from _common import CpuMeter, Report, database, edited, header, latencies_ms, pct, synthetic_corpus
+from _options import add_db, add_out, add_settle, add_synthetic, parser
 from neardup.index import Index
 from neardup.ingest import DEFAULT_BATCH_SIZE, StageClock
 from neardup.readers import checked, read_records
@@ -95,30 +83,18 @@ def cpu_lines(cpu: CpuMeter, wall: float) -> list[str]:
 
 def main() -> None:
     """Run the ingest with a stage clock and write the report."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--n", type=int, default=1_000_000, help="documents (default 1,000,000)")
-    parser.add_argument(
-        "--corpus", type=Path, help="make_corpus.py JSONL: used if present, else written there"
-    )
-    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
-    parser.add_argument("--db", help="PostgreSQL URL (default: a durable local server made for the run)")
-    parser.add_argument("--queries", type=int, default=1000, help="queries timed one by one")
-    parser.add_argument("--check", type=int, default=100_000, help="documents in the batch check")
-    parser.add_argument(
-        "--settle",
-        type=float,
-        default=900.0,
-        help="at most this many seconds after the ingest, wait for autovacuum's first pass",
-    )
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "profile.md")
-    args = parser.parse_args()
+    ap = parser(__doc__)
+    add_synthetic(ap, 1_000_000)
+    ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
+    add_db(ap)
+    ap.add_argument("--queries", type=int, default=1000, help="queries timed one by one")
+    ap.add_argument("--check", type=int, default=100_000, help="documents in the batch check")
+    add_settle(ap, 900)
+    add_out(ap, "profile.md")
+    args = ap.parse_args()
     with contextlib.ExitStack() as stack:
-        path, made = stack.enter_context(corpus_file(args.corpus, args.n))
-        source = stack.enter_context(first_lines(path, args.n))
-        url = args.db or stack.enter_context(local_server())
-        schema = stack.enter_context(bench_schema(url, "nd_profile"))
+        source, made = stack.enter_context(synthetic_corpus(args.corpus, args.n))
+        url, schema = stack.enter_context(database(args.db, "nd_profile"))
         index = stack.enter_context(Index.create(url, "profile", schema=schema))
         clock = StageClock()
         print(f"adding {args.n:,} documents ...", file=sys.stderr)

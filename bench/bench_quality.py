@@ -26,8 +26,6 @@ Writes quality.md and quality.png into --out-dir.
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import gzip
 import sys
 from collections.abc import Sequence
@@ -40,22 +38,18 @@ import numpy as np
 import numpy.typing as npt
 
 from _common import (
-    DEBIAN,
-    DEBIAN_TRUTH_NAME,
     NUM_PERM,
-    SEED,
     TRUTH_CONFIG,
     Report,
-    bench_schema,
+    database,
     header,
-    local_server,
     pyplot,
     read_jsonl,
     timed,
     truth_normalize,
-    truth_shingles,
-    warm_up,
 )
+from _options import add_db, add_debian, add_out_dir, fractions, parser, truth_file
+from _rivals import datasketch_minhash
 from neardup.core import normalize
 from neardup.core.distinct import distinct
 from neardup.index import Index
@@ -221,14 +215,7 @@ def run_neardup(
 
 def datasketch_signatures(texts: Sequence[str]) -> list[Any]:
     """datasketch MinHash of each text over the truth's shingle strings (UTF-8), as its users do."""
-    from datasketch import MinHash
-
-    out = []
-    for text in texts:
-        m = MinHash(num_perm=NUM_PERM, seed=SEED)
-        m.update_batch([s.encode("utf-8") for s in truth_shingles(text)])
-        out.append(m)
-    return out
+    return [datasketch_minhash(text) for text in texts]
 
 
 def datasketch_candidates(minhashes: Sequence[Any], t: float) -> tuple[Keys, str, dict[str, float]]:
@@ -310,21 +297,19 @@ def plot(scores: list[Score], thresholds: list[float], truth_counts: list[int], 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("corpus", nargs="?", type=Path, default=DEBIAN, help="Debian bookworm JSONL(.gz)")
-    ap.add_argument("--truth", type=Path, help=f"truth TSV (default: {DEBIAN_TRUTH_NAME} beside CORPUS)")
-    ap.add_argument("--limit", type=int, help="use only the first N documents (for a quick check)")
-    ap.add_argument("--thresholds", default="0.5,0.7,0.8,0.9")
-    ap.add_argument("--db", help="PostgreSQL URL (default: a temporary durable local server)")
+    ap = parser(__doc__)
+    add_debian(ap, truth=True)
+    ap.add_argument("--thresholds", type=fractions, default=fractions("0.5,0.7,0.8,0.9"))
+    add_db(ap)
     ap.add_argument("--no-filter", action="store_true", help="skip the datasketch + estimate filter variant")
     ap.add_argument(
         "--eval-sample", type=int, default=1000, help="contents neardup eval samples per collection (0: skip)"
     )
-    ap.add_argument("--out-dir", type=Path, default=Path("docs/benchmarks"))
+    add_out_dir(ap)
     args = ap.parse_args()
-    thresholds = [float(x) for x in args.thresholds.split(",")]
+    thresholds = args.thresholds
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    truth_path = args.truth or args.corpus.parent / DEBIAN_TRUTH_NAME
+    truth_path = truth_file(args)
 
     docs, truth, content, _ = read_corpus(args.corpus, truth_path, args.limit)
     differ = sum(normalize(text) != truth_normalize(text) for _, text in docs)
@@ -334,10 +319,7 @@ def main() -> None:
     report = Report()
     scores: list[Score] = []
     checks: list[EvalCheck] = []
-    with contextlib.ExitStack() as stack:
-        url = args.db or stack.enter_context(local_server())
-        schema = stack.enter_context(bench_schema(url, "nd_quality"))
-        warm_up(url, schema, **TRUTH_CONFIG)
+    with database(args.db, "nd_quality", warm=TRUTH_CONFIG) as (url, schema):
         for t in thresholds:
             print(f"neardup at {t} ...", file=sys.stderr)
             keys, banding, seconds, evaluated = run_neardup(url, schema, docs, t, args.eval_sample)

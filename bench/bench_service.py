@@ -1,6 +1,6 @@
 """The HTTP service against the in-process Index, in one run: query and check on the Debian corpus.
 
-Loads Debian bookworm (63,956 package descriptions) into a fresh schema, starts `neardup serve`
+Loads the Debian bookworm descriptions (63,956; or --corpus) into a fresh schema, starts `neardup serve`
 (one uvicorn worker unless --workers says more, access log off) on a free loopback port, and measures:
 
 - in-process `Index.query` and `Index.check` latency, one caller;
@@ -11,75 +11,42 @@ Loads Debian bookworm (63,956 package descriptions) into a fresh schema, starts 
 
 The client runs on the same machine as the server and competes with it for the CPU.
 
-    python bench/bench_service.py [--db URL] [--queries 2000] [--out docs/benchmarks/service.md]
+    python bench/bench_service.py [--corpus PATH] [--limit N] [--db URL] [--queries 2000]
+                                  [--out docs/benchmarks/service.md]
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import http.client
 import json
 import random
 import shutil
-import socket
 import statistics
 import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from _common import (
-    DEBIAN,
-    REPO,
+    Client,
     Report,
-    bench_schema,
+    database,
     edited,
     header,
     latencies_ms,
-    local_server,
     pct,
     read_jsonl,
     serving,
 )
-from neardup.credentials import digest, new_secret, shown_prefix
+from _options import add_db, add_debian, add_out, parser
+from neardup.database import Database
 from neardup.index import Index
-from neardup.storage import tokens
-from neardup.storage.connect import connect
-from neardup.storage.scope import Scope
 
 CONCURRENCY = (1, 8, 32)
 RATE = 200  # queries per second in the open-loop run (the goal: p99 under 20 ms at this rate)
-
-
-class Client:
-    """A keep-alive HTTP/1.1 client from the standard library (httpx's own overhead per request is
-    larger, and the client shares the CPU with the server)."""
-
-    def __init__(self, base: str, token: str) -> None:
-        parsed = urlsplit(base)
-        self.conn = http.client.HTTPConnection(parsed.hostname or "127.0.0.1", parsed.port or 80, timeout=60)
-        # As HTTP clients in other languages do: without TCP_NODELAY a body sent apart from its
-        # headers (http.client does so past a size) waits for a delayed ACK, tens of milliseconds.
-        self.conn.connect()
-        if self.conn.sock is not None:
-            self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-
-    def post(self, path: str, body: object) -> tuple[int, bytes]:
-        """Status and body of a POST of ``body`` as JSON."""
-        self.conn.request("POST", path, json.dumps(body).encode(), self.headers)
-        response = self.conn.getresponse()
-        return response.status, response.read()
-
-    def close(self) -> None:
-        """Close the connection."""
-        self.conn.close()
 
 
 def wrk_latency(base: str, token: str, path: str, bodies: list[object], seconds: float) -> dict[str, float]:
@@ -157,7 +124,7 @@ def closed_loop(
 
     def send(c: Client, body: object) -> float:
         t0 = time.perf_counter()
-        status, text = c.post(path, body)
+        status, text = c.post(path, json.dumps(body).encode())
         if status != 200:
             raise RuntimeError(f"{path}: {status} {text[:200]!r}")
         return 1000 * (time.perf_counter() - t0)
@@ -175,7 +142,7 @@ def open_loop(base: str, token: str, path: str, bodies: list[object], rate: floa
         n, body = item
         due = start + n / rate
         time.sleep(max(0.0, due - time.perf_counter()))
-        c.post(path, body)
+        c.post(path, json.dumps(body).encode())
         return 1000 * (time.perf_counter() - due)
 
     return _clients(base, token, 32, iter(enumerate(bodies)), send)
@@ -204,32 +171,27 @@ def interleaved(
 
 def main() -> None:
     """Run the benchmark and write the report."""
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--db", help="PostgreSQL URL (default: a durable local server made for the run)")
-    parser.add_argument("--queries", type=int, default=2000, help="requests per measurement (default 2000)")
-    parser.add_argument(
-        "--rate-seconds", type=float, default=10.0, help="length of the 200/s run (default 10)"
-    )
-    parser.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default 1)")
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "service.md")
-    args = parser.parse_args()
-    if not DEBIAN.exists():
-        raise SystemExit(f"the Debian corpus is not at {DEBIAN}")
+    ap = parser(__doc__)
+    add_debian(ap, flag="--corpus")
+    add_db(ap)
+    ap.add_argument("--queries", type=int, default=2000, help="requests per measurement (default 2000)")
+    ap.add_argument("--rate-seconds", type=float, default=10.0, help="length of the 200/s run (default 10)")
+    ap.add_argument("--workers", type=int, default=1, help="uvicorn worker processes (default 1)")
+    add_out(ap, "service.md")
+    args = ap.parse_args()
+    if not args.corpus.exists():
+        raise SystemExit(f"the corpus is not at {args.corpus}")
     with contextlib.ExitStack() as stack:
-        url = args.db or stack.enter_context(local_server())
-        schema = stack.enter_context(bench_schema(url, "nd_bench_service"))
-        docs = list(read_jsonl(DEBIAN))
+        url, schema = stack.enter_context(database(args.db, "nd_bench_service"))
+        docs = list(read_jsonl(args.corpus, args.limit))
         index = stack.enter_context(Index.create(url, "debian", 0.8, schema=schema))
         t0 = time.perf_counter()
         index.add(docs)
         load_s = time.perf_counter() - t0
         rng = random.Random(1)
         texts = [edited(docs[rng.randrange(len(docs))][1], rng) for _ in range(args.queries)]
-        secret = new_secret()
-        with closing(connect(url)) as conn:
-            tokens.insert(Scope(conn, schema), digest(secret), shown_prefix(secret), "read", None, "bench")
+        with Database(url, schema, pool_size=1) as db:
+            _, secret = db.tokens.create("read", name="bench")
 
         def check_one(text: str) -> object:
             return list(index.check([{"id": "q", "text": text}]))
@@ -266,7 +228,7 @@ def main() -> None:
         report = Report()
         report.say(*header("The HTTP service against the in-process Index", url, args.db is not None))
         report.say(
-            f"Debian bookworm, {len(docs):,} documents, threshold 0.8, loaded in {load_s:.1f} s; "
+            f"`{args.corpus.name}`, {len(docs):,} documents, threshold 0.8, loaded in {load_s:.1f} s; "
             f"{args.queries:,} query texts (a stored description with ~3% of its words replaced). "
             f"One `neardup serve` process ({args.workers} uvicorn worker(s), access log off); the "
             "clients are threads of this process with keep-alive connections (`http.client`), on the "

@@ -39,7 +39,6 @@ Writes speed.md and speed.png into --out-dir.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gzip
 import random
@@ -53,29 +52,23 @@ from typing import Any
 import numpy as np
 import psycopg
 
+from _autovacuum import autovacuumed, due_tables
 from _common import (
-    DEBIAN,
-    DEBIAN_TRUTH_NAME,
     NUM_PERM,
-    SEED,
     TRUTH_CONFIG,
     Report,
-    autovacuumed,
-    bench_schema,
-    due_tables,
+    database,
     edited,
     header,
     latencies_ms,
-    local_server,
     median_of_runs,
     pct,
     pyplot,
     read_jsonl,
-    redis_server,
     timed,
-    truth_shingles,
-    warm_up,
 )
+from _options import add_db, add_debian, add_out_dir, add_rounds, add_settle, parser, truth_file
+from _rivals import datasketch_minhash, redis_server, rensa_minhash
 from neardup.index import Index
 from neardup.storage.connect import libpq_url
 
@@ -193,12 +186,7 @@ def _candidates(
 def bench_datasketch(
     docs: Docs, t: float, queries: Queries, repeats: int, storage: dict[str, Any] | None
 ) -> Result:
-    from datasketch import MinHash, MinHashLSH
-
-    def minhash(text: str) -> Any:
-        m = MinHash(num_perm=NUM_PERM, seed=SEED)
-        m.update_batch([s.encode("utf-8") for s in truth_shingles(text)])
-        return m
+    from datasketch import MinHashLSH
 
     lsh = MinHashLSH(threshold=t, num_perm=NUM_PERM, storage_config=storage, prepickle=storage is not None)
 
@@ -206,7 +194,7 @@ def bench_datasketch(
         out = []
         with lsh.insertion_session() as session:
             for doc_id, text in docs:
-                m = minhash(text)
+                m = datasketch_minhash(text)
                 session.insert(doc_id, m, check_duplication=False)
                 out.append(m)
         return out
@@ -222,7 +210,7 @@ def bench_datasketch(
     where = "Redis" if storage else "memory"
     name = f"datasketch MinHashLSH {lsh.b}x{lsh.r}, {where}"
     return _candidates(
-        name, len(docs), ingest, all_pairs, lambda text: lsh.query(minhash(text)), queries, repeats
+        name, len(docs), ingest, all_pairs, lambda text: lsh.query(datasketch_minhash(text)), queries, repeats
     )
 
 
@@ -230,19 +218,14 @@ def bench_datasketch(
 
 
 def bench_rensa(docs: Docs, t: float, bands: int, queries: Queries, repeats: int) -> Result:
-    from rensa import RMinHash, RMinHashLSH
-
-    def minhash(text: str) -> Any:
-        m = RMinHash(NUM_PERM, SEED)
-        m.update(list(truth_shingles(text)))
-        return m
+    from rensa import RMinHashLSH
 
     lsh = RMinHashLSH(t, NUM_PERM, bands)
 
     def ingest() -> list[Any]:
         out = []
         for i, (_, text) in enumerate(docs):
-            m = minhash(text)
+            m = rensa_minhash(text)
             lsh.insert(i, m)
             out.append(m)
         return out
@@ -256,7 +239,7 @@ def bench_rensa(docs: Docs, t: float, bands: int, queries: Queries, repeats: int
 
     name = f"rensa RMinHashLSH {bands}x{NUM_PERM // bands}, memory"
     return _candidates(
-        name, len(docs), ingest, all_pairs, lambda text: lsh.query(minhash(text)), queries, repeats
+        name, len(docs), ingest, all_pairs, lambda text: lsh.query(rensa_minhash(text)), queries, repeats
     )
 
 
@@ -419,28 +402,21 @@ def plot(results: list[Result], sub: dict[str, float], path: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("corpus", nargs="?", type=Path, default=DEBIAN, help="JSONL(.gz) of id, text")
-    ap.add_argument("--truth", type=Path, help=f"truth TSV (default: {DEBIAN_TRUTH_NAME} beside CORPUS)")
-    ap.add_argument("--limit", type=int, help="use only the first N documents (for a quick check)")
+    ap = parser(__doc__)
+    add_debian(ap, truth=True)
     ap.add_argument("--threshold", type=float, default=0.8)
     ap.add_argument("--queries", type=int, default=200)
-    ap.add_argument("--repeats", type=int, default=3, help="runs of each all-pairs listing (median)")
+    add_rounds(ap, 3, flag="--repeats")
     ap.add_argument("--trgm-threshold", default="auto", help="pg_trgm.similarity_threshold, or auto")
     ap.add_argument("--trgm-pairs-docs", type=int, default=2000)
     ap.add_argument("--no-redis", action="store_true", help="skip datasketch on Redis")
     ap.add_argument("--no-trgm", action="store_true", help="skip pg_trgm")
-    ap.add_argument("--db", help="PostgreSQL URL (default: a temporary durable local server)")
-    ap.add_argument(
-        "--settle",
-        type=float,
-        default=300,
-        help="seconds after neardup's load to wait at most for autovacuum before the timed queries",
-    )
-    ap.add_argument("--out-dir", type=Path, default=Path("docs/benchmarks"))
+    add_db(ap)
+    add_settle(ap, 300)
+    add_out_dir(ap)
     args = ap.parse_args()
     t = args.threshold
-    truth_path = args.truth or args.corpus.parent / DEBIAN_TRUTH_NAME
+    truth_path = truth_file(args)
 
     docs = list(read_jsonl(args.corpus, args.limit))
     rng = random.Random(1)
@@ -456,9 +432,7 @@ def main() -> None:
     sub: dict[str, float] = {}
     trgm_notes: list[str] = []
     with contextlib.ExitStack() as stack:
-        url = args.db or stack.enter_context(local_server())
-        schema = stack.enter_context(bench_schema(url, "nd_speed"))
-        warm_up(url, schema, **TRUTH_CONFIG)
+        url, schema = stack.enter_context(database(args.db, "nd_speed", warm=TRUTH_CONFIG))
         print("neardup ...", file=sys.stderr)
         nd, index, settled = bench_neardup(url, schema, "speed", docs, t, queries, args.repeats)
         stack.callback(index.close)

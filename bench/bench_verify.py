@@ -19,7 +19,6 @@ sample of Debian documents, two sizes (the skewed package families: many pairs p
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
@@ -30,16 +29,26 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import REPO, Report, edited, header, read_jsonl
-from bench_core import read_truth
-from bench_scaling import corpus_file
+from _common import (
+    DATA_DIR,
+    DEBIAN,
+    DEBIAN_TRUTH_NAME,
+    Report,
+    alternated,
+    corpus_file,
+    edited,
+    header,
+    read_jsonl,
+    read_truth,
+    seconds_of,
+)
+from _options import add_out, add_rounds, parser
 from neardup.core import Params, Sketcher
 from neardup.core.stream_dedup import StreamDeduplicator
 from neardup.core.verify import exact_jaccard, exact_jaccard_unsorted
-from neardup.ingest.verification import UNSORTED_PAIRS_PER_TEXT
+from neardup.verification import UNSORTED_PAIRS_PER_TEXT
 
 Pairs = tuple[list[str], np.ndarray, np.ndarray]  # texts, left, right
-Truth = tuple[str, str, float]  # id_a, id_b, exact Jaccard
 
 
 def sorted_way(sketcher: Sketcher, work: Pairs) -> np.ndarray:
@@ -57,14 +66,8 @@ def timed_alternately(
     ways: dict[str, Callable[[], np.ndarray]], repeats: int
 ) -> tuple[dict[str, list[float]], dict[str, np.ndarray]]:
     """Seconds of each way per repeat (ways alternated in each round), and each way's result."""
-    seconds: dict[str, list[float]] = {name: [] for name in ways}
     results = {name: way() for name, way in ways.items()}  # warm-up: kernels compiled or loaded
-    for _ in range(repeats):
-        for name, way in ways.items():
-            t0 = time.perf_counter()
-            way()
-            seconds[name].append(time.perf_counter() - t0)
-    return seconds, results
+    return alternated({name: seconds_of(way) for name, way in ways.items()}, repeats), results
 
 
 def synthetic_copies(texts: list[str], count: int) -> Pairs:
@@ -141,24 +144,22 @@ def stream_rate(texts: list[str], threshold: float, params: Params) -> tuple[flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
-    parser.add_argument(
+    ap = parser(__doc__)
+    ap.add_argument("--data", type=Path, default=DATA_DIR, help="the shared data folder")
+    ap.add_argument(
         "--synthetic", type=Path, help="make_corpus.py JSONL: used if present, else written there"
     )
-    parser.add_argument("--pairs", type=int, default=20_000, help="pairs in each workload (about)")
-    parser.add_argument("--stream", type=int, default=200_000, help="synthetic texts through stream dedup")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "verify.md")
-    args = parser.parse_args(argv)
+    ap.add_argument("--pairs", type=int, default=20_000, help="pairs in each workload (about)")
+    ap.add_argument("--stream", type=int, default=200_000, help="synthetic texts through stream dedup")
+    add_rounds(ap, 5, flag="--repeats")
+    add_out(ap, "verify.md")
+    args = ap.parse_args(argv)
     n = max(args.pairs, args.stream)
     with corpus_file(args.synthetic, n) as (path, made):
         synthetic = [t for _, t in read_jsonl(path, n)]
-    debian = list(read_jsonl(args.data / "debian_bookworm.jsonl.gz"))
+    debian = list(read_jsonl(args.data / DEBIAN.name))
     ids, texts = [i for i, _ in debian], [t for _, t in debian]
-    truth = read_truth(args.data / "debian_bookworm_pairs_j50_k5.tsv.gz")
+    truth = read_truth(args.data / DEBIAN_TRUTH_NAME)
     workloads: dict[str, tuple[Pairs, Sketcher]] = {
         "synthetic: texts and edited copies": (
             synthetic_copies(synthetic, args.pairs),

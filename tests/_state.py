@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -38,11 +39,18 @@ def collection_state(database_url: str, schema: str, collection: str) -> State:
         docs = conn.execute(
             f"SELECT id, md5(text), meta FROM {s}.document_list WHERE collection_id = %s ORDER BY id", [cid]
         ).fetchall()
-        pairs = conn.execute(
-            f"SELECT id_a, id_b, round(similarity::numeric, 9), method FROM {s}.pair_list "
-            "WHERE collection_id = %s ORDER BY 1, 2",
-            [cid],
-        ).fetchall()
+        distributed = conn.execute(
+            f"SELECT distributed FROM {s}.collections WHERE collection_id = %s", [cid]
+        ).fetchone() or (False,)
+        pairs = (
+            _pairs_from_tables(conn, s, cid)
+            if distributed[0]
+            else conn.execute(
+                f"SELECT id_a, id_b, round(similarity::numeric, 9), method FROM {s}.pair_list "
+                "WHERE collection_id = %s ORDER BY 1, 2",
+                [cid],
+            ).fetchall()
+        )
         clusters = conn.execute(
             f"SELECT min(id) OVER (PARTITION BY cluster), id FROM {s}.cluster_list WHERE collection_id = %s "
             "ORDER BY 1, 2",
@@ -69,3 +77,34 @@ def collection_state(database_url: str, schema: str, collection: str) -> State:
         ).fetchone()
     assert counts is not None
     return State(docs, pairs, clusters, counts[0], counts[1], counts[2])
+
+
+def _pairs_from_tables(conn: psycopg.Connection[Any], s: str, cid: object) -> list[tuple[Any, ...]]:
+    """pair_list's rows, joined here from the tables: on Citus the view joins a pair to the
+    documents of its second content by a repartition join, seconds a read in a schema of many
+    collections (each table read alone is a statement every shard answers at once)."""
+    docs: dict[int, list[str]] = {}
+    for external_id, content_id in conn.execute(
+        f"SELECT external_id, content_id FROM {s}.documents WHERE collection_id = %s", [cid]
+    ).fetchall():
+        docs.setdefault(int(content_id), []).append(external_id)
+    bearing = {
+        int(r[0])
+        for r in conn.execute(
+            f"SELECT content_id FROM {s}.contents WHERE collection_id = %s AND shingle_count > 0", [cid]
+        ).fetchall()
+    }
+    rows = []
+    for content_a, content_b, similarity, method in conn.execute(
+        f"SELECT content_a, content_b, round(similarity::numeric, 9), method FROM {s}.pairs "
+        "WHERE collection_id = %s",
+        [cid],
+    ).fetchall():
+        for a in docs.get(int(content_a), []):
+            for b in docs.get(int(content_b), []):
+                rows.append((min(a, b), max(a, b), similarity, method))
+    for content_id, ids in docs.items():
+        if content_id in bearing:
+            ordered = sorted(ids)
+            rows += [(a, b, Decimal(1), "identical") for i, a in enumerate(ordered) for b in ordered[i + 1 :]]
+    return sorted(rows, key=lambda r: (r[0], r[1]))

@@ -9,11 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from neardup import search
+from neardup import search, verification
 from neardup.core import shingles
 from neardup.errors import InputError, ParamsError
 from neardup.index import CheckResult, Index
-from neardup.ingest import verification
 from neardup.storage import buckets, documents
 from tests._corpus import planted_corpus
 from tests._state import collection_state

@@ -8,7 +8,11 @@ import subprocess
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Run, neardup_argv
+
+pytestmark = pytest.mark.distributed_variant
 
 
 def _jsonl(path: Path, docs: list[tuple[str, str]]) -> Path:

@@ -25,6 +25,8 @@ from hypothesis import strategies as st
 from neardup.cli import main
 from tests._state import collection_state
 
+pytestmark = pytest.mark.distributed_variant
+
 COLLECTION = "cli-fuzz"
 BOM = b"\xef\xbb\xbf"
 

@@ -25,6 +25,8 @@ from neardup.index import Index
 from tests._corpus import WORDS
 from tests.conftest import migrated_schema
 
+pytestmark = pytest.mark.distributed_variant
+
 # Every pair at or above 0.5 is a candidate with probability > 0.99999 (as in test_stateful).
 EXHAUSTIVE: dict[str, Any] = {"threshold": 0.5, "bands": 64, "rows": 2}
 _BASES = [" ".join(random.Random(seed).choices(WORDS[:60], k=25)) for seed in range(2)]

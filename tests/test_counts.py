@@ -8,7 +8,11 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Run
+
+pytestmark = pytest.mark.distributed_variant
 
 BASE = "the storm cut power to forty thousand homes across the northern valley on tuesday night"
 # Three texts that pair with each other, two of them with copies, and one text alone twice.

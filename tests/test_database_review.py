@@ -128,3 +128,27 @@ def test_counts_titles_and_labels_of(review: tuple[Database, Review]) -> None:
         ("council/1", "council/2"): "not_duplicate",
     }
     assert here.params().k == 5
+
+
+def test_the_counts_of_several_collections_read_together_are_each_ones(
+    review: tuple[Database, Review],
+) -> None:
+    db, here = review
+    other = f"{here.name}-other"
+    db.drop(other)
+    with db.create(other, THRESHOLD) as index:
+        index.add([(d["id"], d["text"]) for d in documents()[::2]])  # another collection, unlabelled
+    empty = f"{here.name}-empty"
+    db.drop(empty)
+    db.create(empty, THRESHOLD).close()
+    try:
+        together = db.review_counts([here.name, other, empty])
+        assert together == {n: db.review(n).counts() for n in (here.name, other, empty)}
+        assert together[here.name]["labelled"] == len(LABELLED)
+        assert together[other]["document_pairs"] > 0
+        assert together[empty] == dict.fromkeys(
+            ("documents", "clusters", "document_pairs", "labelled", "left"), 0
+        )
+    finally:
+        db.drop(other)
+        db.drop(empty)

@@ -11,7 +11,7 @@ import random
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -20,11 +20,14 @@ from psycopg import sql
 from sqlalchemy.engine import make_url
 
 from neardup import follow
-from neardup.errors import DatabaseError, InputError, ParamsError, SchemaError
+from neardup.errors import DatabaseConnectionError, DatabaseError, ParamsError, SchemaError
 from neardup.index import Index
 from neardup.storage import follow as queue
+from neardup.storage.server import LocalServer, throwaway_server
 from tests._state import collection_state
 from tests.conftest import Run, neardup_argv, psycopg_url
+
+pytestmark = pytest.mark.distributed_variant
 
 WORDS = [f"w{i}" for i in range(40)]
 
@@ -400,21 +403,66 @@ def test_other_database_batch_applied_again_after_a_crash_changes_nothing(
         assert _queued(database_url, queue_schema, table) == 0
 
 
-def test_a_bad_row_stops_the_batch_naming_it_and_keeps_the_queue(
+def test_bad_rows_are_skipped_naming_table_and_row_and_the_rest_of_the_batch_applied(
     database_url: str, schema: str, source_schema: str, make_index: Any
 ) -> None:
-    table = _make_table(database_url, source_schema, 5)
-    t = sql.Identifier(source_schema, "articles")
-    _execute(database_url, sql.SQL("INSERT INTO {} VALUES (%s, 'text', 1)").format(t), ("x" * 3000,))
+    t = sql.Identifier(source_schema, "posts")  # no key: two rows may share an id
+    _execute(database_url, sql.SQL("CREATE TABLE {} (id text, body text, tag int)").format(t))
+    rows = [
+        ("g1", "a good row with some words in it"),
+        ("x" * 3000, "an id the index cannot hold"),
+        ("dup", "one of two rows sharing an id"),
+        ("dup", "the other of the two rows"),
+        ("big", "word " * 100),
+        ("g2", "another good row of a few words"),
+    ]
+    for doc_id, text in rows:
+        _execute(database_url, sql.SQL("INSERT INTO {} VALUES (%s, %s, 1)").format(t), (doc_id, text))
+    _execute(database_url, sql.SQL("INSERT INTO {} VALUES ('huge', repeat('a', 10000001), 1)").format(t))
+    table = f"{source_schema}.posts"
     follow.install(_source(database_url, table, schema))
-    index = make_index()
-    with _follower(database_url, table, index.name, schema) as follower:
-        with pytest.raises(
-            InputError, match=rf'table "{source_schema}"\."articles", row \'xxx.*\'id\' is longer'
-        ):
-            follower.drain()
-        assert _queued(database_url, schema, table) == 6
-        assert collection_state(database_url, schema, index.name).documents == []
+    small, default = make_index(), make_index()
+    warned: list[str] = []
+
+    def stored(name: str) -> set[str]:
+        return {d[0] for d in collection_state(database_url, schema, name).documents}
+
+    with _follower(database_url, table, small.name, schema, max_text_length=200, warn=warned.append) as f:
+        applied = f.drain()
+        assert (applied.changes, applied.added.added, applied.skipped) == (7, 2, 4)
+        assert stored(small.name) == {"g1", "g2"}
+        assert _queued(database_url, schema, table) == 0  # nothing left to stop the next batch
+        where = f'table "{source_schema}"."posts", row '
+        long_id = f"{'x' * 3000!r:.80}"  # as messages cut a long id
+        assert sorted(warned) == sorted(
+            [
+                f"{where}{long_id}: field 'id' is longer than 2000 bytes ({long_id}...); skipped",
+                f"{where}'big': field 'text' has 500 characters, over the limit of 200 (--max-text-length); "
+                "skipped",
+                f"{where}'huge': field 'text' has 10,000,001 characters, over the limit of 200 "
+                "(--max-text-length); skipped",
+                f"{where}'dup': 2 rows have this id (the id column must be unique); skipped, the stored "
+                "document left as it was",
+            ]
+        ), warned
+        # Writes that fix two of the rows queue them again, and they are applied.
+        _execute(database_url, sql.SQL("UPDATE {} SET body = 'short now' WHERE id = 'big'").format(t))
+        _execute(
+            database_url, sql.SQL("DELETE FROM {} WHERE id = 'dup' AND body LIKE 'the other%%'").format(t)
+        )
+        again = f.drain()
+        assert again.skipped == 0
+        assert stored(small.name) == {"g1", "g2", "big", "dup"}
+    # With the limit add has (10,000,000 characters), only the text over it is refused.
+    warned.clear()
+    with _follower(database_url, table, default.name, schema, warn=warned.append) as f:
+        _execute(database_url, sql.SQL("UPDATE {} SET tag = 2").format(t))  # queue every row again
+        f.drain()
+        assert stored(default.name) == {"g1", "g2", "big", "dup"}
+        assert [w for w in warned if "'huge'" in w] == [
+            f"{where}'huge': field 'text' has 10,000,001 characters, over the limit of 10,000,000 "
+            "(--max-text-length); skipped"
+        ]
 
 
 def test_follow_refuses_what_it_cannot_follow(
@@ -590,3 +638,70 @@ def test_the_documented_grants_are_enough(
     assert applied.added.added == 1
     assert [d[0] for d in collection_state(other_database, queue_schema, "followed").documents] == ["b"]
     assert follow.uninstall(_source(as_role(database_url, owner), table, queue_schema))
+
+
+# -- database restarts: a server of the test's own, stopped and started again -----------------------
+
+
+@pytest.fixture
+def own_server() -> Iterator[LocalServer]:
+    """A throwaway server that the test may stop and start (the session's server stays up)."""
+    with throwaway_server() as server:
+        yield server
+
+
+def _wait_until(check: Callable[[], bool], proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + 300
+    while not check():
+        assert proc is None or proc.poll() is None, proc.communicate(timeout=30)[1].decode()
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+
+def _stored_or_none(url: str, schema: str, collection: str) -> set[str]:
+    try:
+        return {d[0] for d in collection_state(url, schema, collection).documents}
+    except psycopg.Error:  # not created yet, or the server is starting
+        return set()
+
+
+def test_follow_connects_again_after_a_database_restart(own_server: LocalServer, source_schema: str) -> None:
+    url = own_server.url
+    _execute(url, sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(source_schema)))
+    table = _make_table(url, source_schema, 5)
+    follow.install(_source(url, table, "nd_restart"))
+    argv = neardup_argv(
+        url, "nd_restart", "restarted", "follow", "--source-db", url, "--table", table,
+        "--text-column", "body", "--poll", "1",
+    )  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _wait_until(lambda: len(_stored_or_none(url, "nd_restart", "restarted")) == 5, proc)
+        own_server.stop("fast")  # every connection is ended, as a restart ends them
+        own_server.start()
+        t = sql.Identifier(source_schema, "articles")
+        _execute(url, sql.SQL("INSERT INTO {} VALUES ('after', 'written after the restart', 1)").format(t))
+        _wait_until(lambda: "after" in _stored_or_none(url, "nd_restart", "restarted"), proc)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    log = err.decode()
+    assert "neardup: warning: lost the connection (" in log
+    assert "connecting again in 1 s (try 1 of 10)" in log
+    assert "neardup: warning: connected again; following " in log
+
+
+def test_follow_gives_up_after_its_tries_saying_so(own_server: LocalServer, source_schema: str) -> None:
+    url = own_server.url
+    _execute(url, sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(source_schema)))
+    table = _make_table(url, source_schema, 3)
+    follow.install(_source(url, table, "nd_gone"))
+    warned: list[str] = []
+    with _follower(url, table, "gone", "nd_gone", warn=warned.append) as follower:
+        follower.drain()
+        own_server.stop("fast")
+        with pytest.raises(DatabaseConnectionError, match=r"gave up after 2 tries to connect again"):
+            follower.run(poll=1, reconnect_tries=2, reconnect_waits=(0.1, 0.2))
+    assert [w.rsplit(" (", 1)[-1] for w in warned] == ["try 1 of 2)", "try 2 of 2)"]
+    assert all(w.startswith("lost the connection (") for w in warned)

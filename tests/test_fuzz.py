@@ -21,6 +21,8 @@ from neardup.index import Index
 from tests._corpus import brute_force_pairs
 from tests._state import State, collection_state
 
+pytestmark = pytest.mark.distributed_variant
+
 # Every code point but NUL and the surrogates: what a str from a UTF-8 file can hold.
 storable = st.characters(exclude_categories=["Cs"], exclude_characters="\x00")
 clean_text = st.text(storable, max_size=200)

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from psycopg.types.json import Jsonb
 
+from neardup import verification
 from neardup.core import Params, Sketcher, agreement
 from neardup.errors import (
     CollectionExistsError,
@@ -26,7 +27,6 @@ from neardup.errors import (
     ParamsMismatchError,
 )
 from neardup.index import AddResult, Index
-from neardup.ingest import verification
 from neardup.storage import verified_pairs as pairs_storage
 from tests._corpus import brute_force_pairs, components, planted_corpus
 from tests.conftest import psycopg_url
@@ -586,7 +586,7 @@ def test_a_batch_failing_while_its_documents_are_written_alongside_leaves_nothin
     """An ingest into an empty collection writes each batch's documents on a worker while it
     verifies the batch's candidates: a failure on either side rolls the whole batch back, after
     the worker is done with the connection, and the batches before it stay."""
-    from neardup.ingest import verification
+    from neardup import verification
     from neardup.storage import documents as document_rows
 
     docs = planted_corpus(n_sources=10, copies=2, seed=21)

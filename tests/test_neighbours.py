@@ -18,6 +18,8 @@ from neardup.errors import ParamsError
 from tests._corpus import planted_corpus
 from tests.conftest import psycopg_url
 
+pytestmark = pytest.mark.distributed_variant
+
 
 def _sets(index: Any, texts: list[str]) -> list[set[int]]:
     shingled = Sketcher(index.params).shingles(texts, unique=True)

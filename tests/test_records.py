@@ -17,6 +17,8 @@ from neardup.readers import SourceRecord, checked
 from neardup.records import Document, SeenIds, documents, to_document
 from tests._state import collection_state
 
+pytestmark = pytest.mark.distributed_variant
+
 
 @given(
     ids=st.lists(st.text(max_size=4), max_size=60),

@@ -15,6 +15,8 @@ from neardup.errors import ParamsError, ParamsMismatchError
 from neardup.index import Index
 from tests.conftest import Run, psycopg_url
 
+pytestmark = pytest.mark.distributed_variant
+
 BASE = "the storm cut power to forty thousand homes across the northern valley on tuesday night"
 # Ids, texts and a metadata field chosen so that every policy picks a different document.
 DOCS = [

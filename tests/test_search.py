@@ -8,6 +8,8 @@ import pytest
 
 from neardup.index import Index
 
+pytestmark = pytest.mark.distributed_variant
+
 BASE = (
     "the quick brown fox jumps over the lazy dog while the cat watches from the warm windowsill "
     "and the birds sing in the old oak tree beside the river bank on a bright summer morning"

@@ -14,6 +14,8 @@ import pytest
 from neardup.storage.embedded import server_state
 from tests.storage.test_embedded import CHILD, stop_everything, wait_for
 
+pytestmark = pytest.mark.distributed_variant
+
 TEXT = "the quick brown fox jumps over the lazy dog"
 
 

@@ -25,6 +25,10 @@ from neardup.core.tuning import (
 )
 from neardup.errors import ParamsError, ParamsMismatchError
 
+# Documents per transaction in add(): large enough that COPY and the set-based statements
+# dominate, small enough that a batch's shingles and signatures stay in a few hundred MB.
+DEFAULT_BATCH_SIZE = 50_000
+
 # A changes feed's longest retention, about 114 years: longer is no retention at all (leave it out),
 # and a far larger number would overflow the interval it is stored as.
 MAX_RETENTION_HOURS = 1_000_000
@@ -183,6 +187,14 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         low_open=True,
     ),
     Parameter(
+        "dense_cluster_size",
+        int,
+        PARAM_DEFAULTS["dense_cluster_size"],
+        "contents from which a cluster is dense: it stores a verified subset of its pairs that "
+        "connects it, not every pair (`pairs --cluster ID --complete` lists them all)",
+        low=2,
+    ),
+    Parameter(
         "distributed",
         bool,
         None,
@@ -225,7 +237,7 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
 PARAMETERS: dict[str, Parameter] = {p.name: p for p in CREATE_PARAMETERS}
 
 # Changing only these re-bands stored signatures; anything else re-sketches every stored text.
-_BANDING_FIELDS = frozenset({"bands", "rows", "recall_at_threshold", "neighbour_floor"})
+_BANDING_FIELDS = frozenset({"bands", "rows", "recall_at_threshold", "neighbour_floor", "dense_cluster_size"})
 
 
 @dataclass(frozen=True)
@@ -327,6 +339,7 @@ def _params(
 
 __all__ = [
     "CREATE_PARAMETERS",
+    "DEFAULT_BATCH_SIZE",
     "DEFAULT_KEEP",
     "DEFAULT_THRESHOLD",
     "FN_WEIGHT",

@@ -14,9 +14,11 @@ through this module and ``Index`` only; the SQL stays in ``neardup.storage``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neardup.config import DEFAULT_THRESHOLD
@@ -24,10 +26,11 @@ from neardup.core.advice import DEFAULT_TARGET, Advice, advise
 from neardup.core.params import Params
 from neardup.credentials import ACCESS_LEVELS, digest, new_secret, shown_prefix
 from neardup.errors import CollectionNotFoundError, ParamsError
-from neardup.storage import catalog, changes, labels, migrate, pages, statistics, tokens
+from neardup.storage import backup, catalog, changes, labels, migrate, pages, statistics, tokens
 from neardup.storage.changes import Change, ChangesPage
 from neardup.storage.connect import redacted, transaction, translated
 from neardup.storage.labels import LABELS, LabelRow
+from neardup.storage.listener import ChangeListener
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name, check_schema_name
 from neardup.storage.pages import ClusterRow, DocumentRow, PairQuery, PairRow
 from neardup.storage.pool import ConnectionPool
@@ -78,6 +81,8 @@ class Database:
         """``pool_size``: idle connections kept open for the next call."""
         self.url, self.schema = url, check_schema_name(schema)
         self._pool = ConnectionPool(url, schema, pool_size)
+        self._listener: ChangeListener | None = None
+        self._listener_lock = threading.Lock()
         self.tokens = Tokens(self)
         self.labels = Labels(self)
 
@@ -87,7 +92,9 @@ class Database:
         return redacted(self.url)
 
     def close(self) -> None:
-        """Close the pooled connections."""
+        """Close the pooled connections (and the one that listens for changes, if open)."""
+        if self._listener is not None:
+            self._listener.close()
         self._pool.close()
 
     def __enter__(self) -> Database:
@@ -107,6 +114,10 @@ class Database:
     def ping(self) -> None:
         """Run ``SELECT 1``; DatabaseConnectionError when the database does not answer."""
         self._pool.ping()
+
+    def idle(self) -> int:
+        """How many pooled connections are open between calls."""
+        return self._pool.idle()
 
     # -- the schema ------------------------------------------------------------------------------
 
@@ -131,6 +142,19 @@ class Database:
         """Take the schema down to ``revision``; ``base`` drops every neardup table (and its data)."""
         migrate.downgrade(self.url, self.schema, revision)
 
+    def backup(self, out: str | Path) -> None:
+        """Write the whole schema (every collection, token, label, change and queued follow) to
+        ``out`` with ``pg_dump``, in its custom format: one consistent snapshot, no writer blocked."""
+        with self._scope() as scope, translated(f"backing up schema {self.schema!r}"):
+            backup.dump(self.url, scope.conn, self.schema, Path(out))
+
+    def restore(self, archive: str | Path, *, replace: bool = False) -> None:
+        """Restore the schema from a ``backup`` with ``pg_restore``, in one transaction; SchemaError
+        when it exists here already, unless ``replace`` (the old one is dropped once the restore
+        has committed). A backup of an older neardup is brought up to date by ``upgrade``."""
+        with self._scope() as scope, translated(f"restoring schema {self.schema!r}"):
+            backup.restore(self.url, scope.conn, self.schema, Path(archive), replace=replace)
+
     def require_current(self) -> None:
         """SchemaError unless the schema is at the revision this neardup needs."""
         with self._scope() as scope:
@@ -144,7 +168,8 @@ class Database:
         costs one small query)."""
         with self._scope() as scope, translated("listing collections"), transaction(scope.conn):
             rows = catalog.all_rows(scope)
-            return [_info(r, _counts(scope, r) if counts else None) for r in rows]
+            counted = statistics.listed_counts(scope, [r.collection_id for r in rows]) if counts else {}
+            return [_info(r, counted.get(r.collection_id)) for r in rows]
 
     def info(self, name: str) -> CollectionInfo:
         """The collection called ``name`` with its counts; CollectionNotFoundError if there is none."""
@@ -205,6 +230,26 @@ class Database:
         with self._collection_scope(name) as scope:
             return changes.read(self.url, scope, name, since, limit, timeout)
 
+    def on_change(self, name: str, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (on another thread, so it must only set a flag) after each commit
+        that records changes of collection ``name``, and after the connection that hears them was
+        lost and made again, until the function returned is called. One connection of this
+        Database hears them for every callback. Returns once it listens: a commit after the call
+        is heard. CollectionNotFoundError if there is no such collection."""
+        with self._scope() as scope, translated(f"reading collection {name!r}"):
+            row = self._row(scope, name)
+        with self._listener_lock:
+            if self._listener is None:
+                self._listener = ChangeListener(self.url, self.schema)
+            listener = self._listener
+        return listener.subscribe(row.collection_id, callback)
+
+    def listening(self) -> tuple[int, bool]:
+        """How many ``on_change`` callbacks are registered, and whether their connection is up
+        (False also before the first)."""
+        listener = self._listener
+        return (0, False) if listener is None else (listener.waiting(), listener.connected)
+
     def changes_feed(self, name: str, on: bool, retention_hours: int | None = None) -> None:
         """Turn the collection's changes feed on, keeping each change ``retention_hours`` (None:
         every one), or off, deleting its changes; under the collection's writer lock, so every
@@ -216,8 +261,6 @@ class Database:
             transaction(scope.conn),
         ):
             row = self._row(scope, name)
-            if on and row.distributed:
-                raise ParamsError(f"collection {name!r} is distributed: it keeps no changes feed (yet)")
             mine = scope.with_collection(row.collection_id, row.distributed)
             catalog.get(mine, name, lock=True)
             changes.set_feed(mine, on, retention)
@@ -229,6 +272,17 @@ class Database:
         with self._scope() as scope, translated(f"reading collection {collection!r}"):
             row = self._row(scope, collection)
         return Review(self, row.name, row.collection_id, row.distributed, row.threshold)
+
+    def review_counts(self, names: list[str]) -> dict[str, dict[str, int]]:
+        """``Review.counts`` of each of the collections ``names``, read together: each of the few
+        statements reads the schema's tables once for all of them (CollectionNotFoundError if one
+        is missing)."""
+        with self._scope() as scope, translated("counting collections for review"):
+            rows = [self._row(scope, name) for name in names]
+            counted = pages.review_counts_of(
+                scope, [r.collection_id for r in rows], any(r.distributed for r in rows)
+            )
+        return {r.name: counted[r.collection_id] for r in rows}
 
     @contextmanager
     def _collection_scope(self, name: str) -> Iterator[Scope]:
@@ -286,6 +340,11 @@ class Review:
         """Up to ``limit`` documents (id, meta) of one cluster, by id."""
         with self._scope() as scope:
             return pages.cluster_members(scope, cluster, limit)
+
+    def dense_size(self, cluster: int) -> int | None:
+        """The distinct texts of a dense cluster (its stored pairs a connecting subset), else None."""
+        with self._scope() as scope:
+            return pages.dense_size(scope, cluster)
 
     def cluster_pairs(self, cluster: int, limit: int) -> list[tuple[str, str, float, str]]:
         """Up to ``limit`` pairs within one cluster, most similar first."""

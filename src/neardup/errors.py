@@ -47,6 +47,10 @@ class CollectionNotFoundError(NeardupError, LookupError):
     """No collection of that name exists."""
 
 
+class ClusterNotFoundError(NeardupError, LookupError):
+    """No cluster of that id exists in the collection."""
+
+
 class CollectionExistsError(NeardupError, ValueError):
     """A collection of that name exists already."""
 

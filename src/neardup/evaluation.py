@@ -117,7 +117,7 @@ class Evaluation:
     true_pairs: int
     """Pairs with a sampled content and exact Jaccard >= threshold."""
     found_pairs: int
-    """Of those, pairs the index stores."""
+    """Of those, pairs the index stores or gives on demand (a dense cluster's, ``on_demand_pairs``)."""
     recall: float | None
     """found_pairs / true_pairs (None without true pairs)."""
     recall_low: float
@@ -146,6 +146,9 @@ class Evaluation:
     sample_ids: npt.NDArray[np.int64] = field(repr=False, compare=False)
     """The sampled content ids, sorted."""
     truth: TruthPairs = field(repr=False, compare=False)
+    on_demand_pairs: int = 0
+    """Of ``found_pairs``, those a dense cluster does not store but gives on demand (its complete
+    pairs, ``Index.cluster_pairs``): a user can get them, so they count as found."""
     recall_check: RecallCheck | None = field(default=None, compare=False)
     """The threshold bin's expected recall from the collection's own stored pairs (all of them,
     not the sample) and the rebuild that would restore the target (``core.recall_check``)."""
@@ -192,8 +195,8 @@ class Evaluation:
             f"recall at J >= {t}: no true pair touches the sample"
             if self.recall is None
             else f"recall at J >= {t}: {self.recall:.4f} ({self.found_pairs:,} of {self.true_pairs:,} true "
-            f"pairs stored; {CONFIDENCE:.0%} interval {self.recall_low:.4f} to {self.recall_high:.4f}, "
-            f"{RECALL_INTERVAL})",
+            f"pairs found: stored, or {self.on_demand_pairs:,} of them given on demand by a dense cluster; "
+            f"{CONFIDENCE:.0%} interval {self.recall_low:.4f} to {self.recall_high:.4f}, {RECALL_INTERVAL})",
             "precision: no stored pair touches the sample"
             if self.precision is None
             else f"precision: {self.precision:.4f} ({self.precise_pairs:,} of {self.stored_pairs:,} stored "
@@ -317,13 +320,17 @@ def summarise(
     candidate: npt.NDArray[np.bool_],
     stored: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
     histogram: npt.NDArray[np.int64],
+    on_demand: npt.NDArray[np.bool_] | None = None,
     recall_check: RecallCheck | None = None,
 ) -> Evaluation:
     """The report from what the index read: the truth pairs (a < b, J) with their candidate flags,
-    the stored pairs with a sampled content, and the collection's stored pairs per bin."""
+    the stored pairs with a sampled content, the collection's stored pairs per bin, and which truth
+    pairs a dense cluster gives on demand (found too: a user gets them, verified when read)."""
     a, b, jaccard = truth
     truth_key, stored_key = _rows_of(a, b, *stored)
     found = np.isin(truth_key, stored_key)
+    demanded = np.zeros(a.size, dtype=bool) if on_demand is None else on_demand & ~found
+    found = found | demanded
     above = jaccard >= threshold
     true_pairs, found_pairs = int(above.sum()), int((found & above).sum())
     low, high = _bootstrap_recall(sample_ids, a[above], b[above], found[above], seed)
@@ -355,6 +362,7 @@ def summarise(
         expected_candidates=float(candidate_probability(jaccard, bands, rows).sum()),
         collection_pairs=int(histogram.sum()),
         bins=bins,
+        on_demand_pairs=int(demanded.sum()),
         sample_ids=sample_ids,
         truth=TruthPairs(a, b, jaccard, candidate, found),
         recall_check=recall_check,

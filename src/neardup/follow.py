@@ -8,18 +8,35 @@ the document is removed when the row is gone. Each batch is one transaction of t
 index lives in the table's own database the batch's changes leave the queue inside that
 transaction, else just after it commits, and a batch applied again after a crash in between
 changes nothing. So across crashes no change is lost, and none is applied twice to any effect.
+
+A row the index cannot hold (an id too long, a text over the length limit, an id two rows share)
+is skipped with a warning naming the table and the row, and the rest of its batch applied: its
+change leaves the queue with the others, and the row is looked at again when a write fixes it.
+A follower that ``run``s connects again after its databases went away (a restart), trying a
+bounded number of times with a growing wait.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from neardup.errors import CollectionNotFoundError, DatabaseError, InternalError, SchemaError
+from neardup.errors import (
+    CollectionNotFoundError,
+    DatabaseConnectionError,
+    DatabaseError,
+    InputError,
+    InternalError,
+    SchemaError,
+)
 from neardup.index import Index
-from neardup.ingest import AddResult
-from neardup.records import check_id, document_of
+from neardup.readers import DEFAULT_MAX_TEXT_LENGTH
+from neardup.records import Document, check_id, document_of
+from neardup.result import AddResult
 from neardup.storage import follow as queue
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_schema_name
@@ -29,6 +46,12 @@ DEFAULT_FOLLOW_BATCH = 5_000
 # How long a follower waits for the one before it to let go (a killed one's session ends when its
 # server notices the closed connection).
 LOCK_WAIT_SECONDS = 30.0
+# Tries in a row to connect again after a database went away, and the waits before them (the last
+# repeated): about five minutes in all, enough for a restart or a failover, not for an outage.
+RECONNECT_TRIES = 10
+RECONNECT_WAITS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+Warn = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -60,14 +83,21 @@ class Source:
 
 @dataclass(frozen=True)
 class Applied:
-    """What a drain did: queued changes applied, documents added or replaced, documents removed."""
+    """What a drain did: queued changes applied, documents added or replaced, documents removed,
+    and rows skipped (each reported as it was)."""
 
     changes: int = 0
     added: AddResult = field(default_factory=AddResult)
     removed: int = 0
+    skipped: int = 0
 
     def __add__(self, other: Applied) -> Applied:
-        return Applied(self.changes + other.changes, self.added + other.added, self.removed + other.removed)
+        return Applied(
+            self.changes + other.changes,
+            self.added + other.added,
+            self.removed + other.removed,
+            self.skipped + other.skipped,
+        )
 
 
 def install(source: Source) -> int:
@@ -114,10 +144,22 @@ class Follower:
         *,
         schema: str = DEFAULT_SCHEMA,
         lock_wait: float = LOCK_WAIT_SECONDS,
+        max_text_length: int = DEFAULT_MAX_TEXT_LENGTH,
+        warn: Warn | None = None,
     ) -> None:
         """Open the collection in the database at ``url``, check the table and its triggers, and
-        take the follower's lock (DatabaseError if another follower keeps it ``lock_wait`` seconds)."""
+        take the follower's lock (DatabaseError if another follower keeps it ``lock_wait`` seconds).
+        A row whose text is longer than ``max_text_length`` characters is skipped, as ``add``
+        refuses it; ``warn`` is told of each row skipped and each connection lost and made again."""
         self.source = source
+        self.max_text_length = max_text_length
+        self._target = (url, collection, schema, lock_wait)
+        self._warn: Warn = warn or (lambda _: None)
+        self._connect()
+
+    def _connect(self) -> None:
+        """Connect to the table's database, check the table and take the lock, then open the index."""
+        source, (url, collection, schema, lock_wait) = self.source, self._target
         self._conn = connect(source.url)
         try:
             self.table = source._checked(self._conn)
@@ -129,6 +171,14 @@ class Follower:
         except BaseException:
             self._conn.close()
             raise
+
+    def _reconnect(self) -> None:
+        """Drop both connections (broken, or as good as) and make them again."""
+        with contextlib.suppress(Exception):
+            self.index.close()
+        with contextlib.suppress(Exception):
+            self._conn.close()
+        self._connect()
 
     def _lock(self, lock_wait: float) -> None:
         deadline = time.monotonic() + lock_wait
@@ -180,10 +230,18 @@ class Follower:
             if not queued:
                 return None
             ids = list(dict.fromkeys(doc_id for _, doc_id in queued))
-            rows = queue.rows(self._conn, self.table, src.id_column, src.text_column, src.meta_columns, ids)
-        records = [document_of(i, text, meta, f"table {self.table}, row {i!r:.80}") for i, text, meta in rows]
-        kept = {r.id for r in records}
-        gone = [check_id(i, f"table {self.table}, row {i!r:.80}") for i in ids if i not in kept]
+            rows = queue.rows(
+                self._conn,
+                self.table,
+                src.id_column,
+                src.text_column,
+                src.meta_columns,
+                ids,
+                self.max_text_length,
+            )
+        records, gone, skipped = self._checked(ids, rows)
+        for problem in skipped:
+            self._warn(problem)
         seqs = [seq for seq, _ in queued]
         if self.same_database:
             added, removed = self.index.sync(
@@ -194,25 +252,85 @@ class Follower:
             # After a crash here the batch is applied again, to no effect: the rows are read anew.
             with translated(f"removing applied changes from the queue of {self.table}"):
                 queue.dequeue(self._conn, src.schema, seqs)
-        return Applied(len(queued), added, removed)
+        return Applied(len(queued), added, removed, len(skipped))
+
+    def _checked(
+        self, ids: list[str], rows: list[tuple[str, str | None, int, Any]]
+    ) -> tuple[list[Document], list[str], list[str]]:
+        """The documents of ``rows``, the ids of ``ids`` whose rows are gone, and what is wrong with
+        each row skipped (an id the index cannot hold, a text over the limit, an id two rows share)."""
+        shared = Counter(row[0] for row in rows)
+        records: list[Document] = []
+        skipped: list[str] = []
+        for doc_id, text, length, meta in rows:
+            where = f"table {self.table}, row {doc_id!r:.80}"
+            if shared[doc_id] > 1:
+                continue  # said once below
+            try:
+                if text is None:
+                    check_id(doc_id, where)
+                    raise InputError(
+                        f"{where}: field 'text' has {length:,} characters, over the limit of "
+                        f"{self.max_text_length:,} (--max-text-length)"
+                    )
+                records.append(document_of(doc_id, text, meta, where))
+            except InputError as exc:
+                skipped.append(f"{exc}; skipped")
+        for doc_id, count in shared.items():
+            if count > 1:
+                skipped.append(
+                    f"table {self.table}, row {doc_id!r:.80}: {count} rows have this id (the id column must "
+                    "be unique); skipped, the stored document left as it was"
+                )
+        gone: list[str] = []
+        for doc_id in ids:
+            if doc_id not in shared:
+                try:
+                    gone.append(check_id(doc_id, f"table {self.table}, row {doc_id!r:.80}"))
+                except InputError as exc:
+                    skipped.append(f"{exc}; skipped")
+        return records, gone, skipped
 
     def run(
         self,
         batch_size: int = DEFAULT_FOLLOW_BATCH,
         poll: float = 60.0,
         progress: Callable[[Applied], None] | None = None,
+        reconnect_tries: int = RECONNECT_TRIES,
+        reconnect_waits: Sequence[float] = RECONNECT_WAITS,
     ) -> None:
         """Drain, then wait for the triggers' notification (or ``poll`` seconds) and drain again,
-        until interrupted."""
-        with translated(f"listening for changes of {self.table}"):
-            queue.listen(self._conn)
+        until interrupted. When a database goes away (a restart), connect again after the next of
+        ``reconnect_waits`` seconds (the last repeated), up to ``reconnect_tries`` times in a row;
+        then DatabaseConnectionError."""
+        failures = 0
         while True:
-            done = self.drain(batch_size)
-            if done.changes and progress is not None:
-                progress(done)
-            with translated(f"waiting for changes of {self.table}"):
-                for _ in self._conn.notifies(timeout=poll, stop_after=1):
-                    pass
+            try:
+                if failures:
+                    self._reconnect()
+                    self._warn(f"connected again; following {self.table}")
+                with translated(f"listening for changes of {self.table}"):
+                    queue.listen(self._conn)
+                while True:
+                    done = self.drain(batch_size)
+                    failures = 0
+                    if done.changes and progress is not None:
+                        progress(done)
+                    with translated(f"waiting for changes of {self.table}"):
+                        for _ in self._conn.notifies(timeout=poll, stop_after=1):
+                            pass
+            except DatabaseConnectionError as exc:
+                if failures >= reconnect_tries:
+                    raise DatabaseConnectionError(
+                        f"{exc} (gave up after {reconnect_tries} tries to connect again)"
+                    ) from exc
+                wait = reconnect_waits[min(failures, len(reconnect_waits) - 1)]
+                failures += 1
+                self._warn(
+                    f"lost the connection ({exc}); connecting again in {wait:g} s "
+                    f"(try {failures} of {reconnect_tries})"
+                )
+                time.sleep(wait)
 
 
 def _dequeue(conn: Connection, schema: str, seqs: Sequence[int]) -> None:
@@ -227,4 +345,13 @@ def _identity(url: str) -> tuple[object, ...]:
         return queue.identity(conn)
 
 
-__all__ = ["DEFAULT_FOLLOW_BATCH", "Applied", "Follower", "Source", "install", "open_or_create", "uninstall"]
+__all__ = [
+    "DEFAULT_FOLLOW_BATCH",
+    "RECONNECT_TRIES",
+    "Applied",
+    "Follower",
+    "Source",
+    "install",
+    "open_or_create",
+    "uninstall",
+]

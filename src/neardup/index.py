@@ -14,16 +14,18 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
-from neardup import neighbours, own_pairs
+from neardup import complete, neighbours, own_pairs
 from neardup.arrow import Table, rows_of
-from neardup.config import DEFAULT_KEEP, DEFAULT_THRESHOLD, IndexConfig, check_keep
+from neardup.collection import config_of, open_collection
+from neardup.config import DEFAULT_BATCH_SIZE, DEFAULT_KEEP, DEFAULT_THRESHOLD, IndexConfig, check_keep
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme
 from neardup.core.normalize import CaseMode, UnicodeForm
-from neardup.core.params import DEFAULT_NEIGHBOUR_FLOOR, Params
+from neardup.core.params import DEFAULT_DENSE_CLUSTER_SIZE, DEFAULT_NEIGHBOUR_FLOOR, Params
 from neardup.core.recall_check import RecallCheck
 from neardup.core.shingle import ShingleKind
+from neardup.core.sketch import Sketcher
 from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD, check_threshold
 from neardup.errors import (
     CollectionExistsError,
@@ -34,19 +36,22 @@ from neardup.errors import (
     UnicodeVersionWarning,
 )
 from neardup.evaluation import Evaluation
-from neardup.ingest import DEFAULT_BATCH_SIZE, AddResult, Writer, parallel
-from neardup.ingest.collection import config_of, open_collection
-from neardup.ingest.stages import NO_CLOCK, StageClock
 from neardup.measure import evaluate
 from neardup.neighbours import Contained, Direction
 from neardup.records import Record, to_document
+from neardup.result import AddResult
 from neardup.search import CheckResult, check_all, fraction, similar
+from neardup.stages import NO_CLOCK, StageClock
 from neardup.storage import catalog, changes, citus, fingerprints, listings, migrate, statistics
 from neardup.storage import documents as document_rows
 from neardup.storage.changes import ChangesPage
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
+from neardup.storage.connections import Connections
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
 from neardup.storage.scope import Scope
+
+if TYPE_CHECKING:
+    from neardup.ingest.writer import Writer
 
 # Documents checked per round trip: one bucket probe and one read of signatures and texts each.
 CHECK_BATCH_SIZE = 10_000
@@ -89,6 +94,13 @@ class Stats:
     neighbour_bytes: int = 0
     """Their bytes on disk: their share of the bucket partition and its index, their own indexes,
     and the content ids the lookup index carries in the bands' entries for them (approximate)."""
+    dense_clusters: int = 0
+    """Clusters of ``dense_cluster_size`` contents or more: their stored pairs are a verified subset
+    that connects them, not every pair (``cluster_pairs`` gives those)."""
+    dense_contents: int = 0
+    """The contents of those clusters."""
+    dense_documents: int = 0
+    """Their documents."""
     recall_check: RecallCheck | None = None
     """The threshold bin's expected recall from the collection's own stored pairs there, and the
     rebuild that would restore the target when it falls under (approximate)."""
@@ -96,15 +108,18 @@ class Stats:
 
 class Cluster(list[str]):
     """One cluster of two or more documents: its ids, sorted (it is a list of them), with its
-    ``id``, which lasts across writes (README, "Cluster ids"), and its ``representative``, the
-    document kept under the collection's ``keep`` policy."""
+    ``id``, which lasts across writes (README, "Cluster ids"), its ``representative``, the
+    document kept under the collection's ``keep`` policy, and whether it is ``dense`` (of
+    ``dense_cluster_size`` contents or more: ``pairs`` lists a verified subset of its pairs that
+    connects it, ``cluster_pairs`` all of them)."""
 
-    def __init__(self, ids: Iterable[str], cluster_id: int, representative: str) -> None:
+    def __init__(self, ids: Iterable[str], cluster_id: int, representative: str, dense: bool = False) -> None:
         super().__init__(ids)
-        self.id, self.representative = cluster_id, representative
+        self.id, self.representative, self.dense = cluster_id, representative, dense
 
     def __repr__(self) -> str:
-        return f"Cluster(id={self.id}, representative={self.representative!r}, ids={list(self)!r})"
+        dense = ", dense=True" if self.dense else ""
+        return f"Cluster(id={self.id}, representative={self.representative!r}{dense}, ids={list(self)!r})"
 
 
 def _insert_or_reuse(
@@ -121,8 +136,6 @@ def _insert_or_reuse(
     catalog.lock_name(scope, name)
     row = catalog.get(scope, name)
     if row is None:
-        if feed[0] and distributed:
-            raise ParamsError("a distributed collection keeps no changes feed (yet): leave changes_feed off")
         return catalog.insert(
             scope,
             name,
@@ -165,7 +178,12 @@ class Index:
         self._scope = scope.with_collection(row.collection_id, row.distributed)
         self.name = row.name
         self.schema = scope.schema
-        self._writer = Writer(conn, url, self._scope, row.name, config_of(row))
+        self._config = config_of(row)
+        self._sketcher = Sketcher(self._config.params)
+        self._connections = Connections(url, self._scope)
+        # Made on the first write: a command that only reads (query, check, listings) never
+        # imports the ingest pipeline.
+        self._writing: Writer | None = None
         if row.unicode_version != unicodedata.unidata_version:
             warnings.warn(
                 f"collection {row.name!r} was built with Unicode {row.unicode_version}, this Python has "
@@ -176,9 +194,25 @@ class Index:
             )
 
     @property
+    def _writer(self) -> Writer:
+        """The collection's writer, made (and the ingest pipeline imported) on first use."""
+        if self._writing is None:
+            from neardup.ingest.writer import Writer
+
+            self._writing = Writer(
+                self._conn, self._url, self._scope, self.name, self._config, self._connections
+            )
+        return self._writing
+
+    @property
+    def _sketch(self) -> Sketcher:
+        """The sketcher of the collection's parameters as they are now (a rebuild changes them)."""
+        return self._sketcher if self._writing is None else self._writing.sketcher
+
+    @property
     def config(self) -> IndexConfig:
         """The collection's threshold, text storage and parameters."""
-        return self._writer.config
+        return self._config if self._writing is None else self._writing.config
 
     @property
     def params(self) -> Params:
@@ -234,6 +268,7 @@ class Index:
         keep: str = DEFAULT_KEEP,
         neighbours: bool = False,
         neighbour_floor: float = DEFAULT_NEIGHBOUR_FLOOR,
+        dense_cluster_size: int = DEFAULT_DENSE_CLUSTER_SIZE,
         schema: str = DEFAULT_SCHEMA,
         exist_ok: bool = False,
         distributed: bool | None = None,
@@ -247,7 +282,9 @@ class Index:
         recall of the pairs just above it reaches ``recall_at_threshold``. ``neighbours`` keeps
         text fingerprints for ``query``'s top-k (down to ``neighbour_floor``) and containment
         answers. With ``exist_ok`` an existing collection with the same parameters is opened;
-        different ones are refused.
+        different ones are refused. A cluster of ``dense_cluster_size`` contents or more is dense:
+        it stores a verified subset of its pairs that connects it, not every pair
+        (``cluster_pairs`` gives them all on demand).
         ``distributed=True`` makes its tables Citus tables (``shards`` per table), distributing the
         schema if it has no collection yet; None follows the schema (a collection in a distributed
         schema is distributed), False refuses a distributed schema (docs/distributed.md).
@@ -274,6 +311,7 @@ class Index:
             collapse_whitespace=collapse_whitespace,
             neighbours=neighbours,
             neighbour_floor=neighbour_floor,
+            dense_cluster_size=dense_cluster_size,
         )
         if not migrate.is_head(migrate.current_revision(url, schema)):
             migrate.upgrade(url, schema)
@@ -282,8 +320,6 @@ class Index:
             scope = Scope(conn, schema)
             with translated(f"preparing schema {schema!r} for collection {name!r}"), transaction(conn):
                 distributed = citus.prepare(scope, distributed, shards, redacted(url))
-            if distributed and config.params.neighbours:
-                raise ParamsError("neighbours are kept on one server only: create it with distributed=False")
             with translated(f"creating collection {name!r}"), transaction(conn):
                 row = _insert_or_reuse(scope, name, config, distributed, exist_ok, keep, feed)
                 if config.params.neighbours:
@@ -310,7 +346,9 @@ class Index:
 
     def close(self) -> None:
         """Close the database connections."""
-        self._writer.close()
+        if self._writing is not None:
+            self._writing.close()
+        self._connections.close()
         self._conn.close()
 
     def __enter__(self) -> Index:
@@ -373,6 +411,8 @@ class Index:
                 raise ParamsError("one transaction is one writer: give batch_size=None with jobs=1")
             if clock is not NO_CLOCK:
                 raise ParamsError("a stage clock times one writer: give it with jobs=1")
+            from neardup.ingest import parallel
+
             return parallel.add(self._url, self.schema, self.name, records, jobs, batch_size, progress)
         return self._writer.add(records, batch_size, progress, clock, concurrent=concurrent)
 
@@ -460,7 +500,10 @@ class Index:
         Similarity is the exact Jaccard of the shingle sets when texts are stored, else the
         signature estimate (approximate, standard error sqrt(J(1-J)/num_perm)). Only documents
         sharing a bucket are considered, so below the collection's threshold recall falls off
-        along the S-curve, and matches far below it are never found.
+        along the S-curve, and matches far below it are never found. With ``limit``, at most
+        max(200, 10 x ``limit``) of the text's candidates are verified, any of them: a text of a
+        dense cluster shares its buckets with thousands of near-copies (approximate only there;
+        ``clusters_of`` names the cluster of an answer).
 
         A collection made with ``neighbours=True`` also answers, whatever its threshold: ``k=N``,
         the N stored documents with the highest exact Jaccard at or above its ``neighbour_floor``,
@@ -471,7 +514,7 @@ class Index:
         """
         with translated(f"querying {self.name!r}"):
             if k is None and min_containment is None:
-                return similar(self._scope, self.config, self._writer.sketcher, text, min_jaccard, limit)
+                return similar(self._scope, self.config, self._sketch, text, min_jaccard, limit)
             return self._neighbours(text, min_jaccard, limit, k, min_containment, direction)
 
     def _neighbours(
@@ -501,9 +544,9 @@ class Index:
         if dry:
             return []
         if top is not None:
-            return neighbours.nearest(self._scope, self.config, self._writer.sketcher, text, top)
+            return neighbours.nearest(self._scope, self.config, self._sketch, text, top)
         assert share is not None
-        found = neighbours.containing(self._scope, self.config, self._writer.sketcher, text, share, way)
+        found = neighbours.containing(self._scope, self.config, self._sketch, text, share, way)
         return found[:limit] if limit is not None else found
 
     def check(
@@ -537,12 +580,12 @@ class Index:
             yield from check_all(
                 self._scope,
                 self.config,
-                self._writer.sketcher,
+                self._sketch,
                 checked,
                 min_jaccard,
                 limit,
                 batch_size,
-                self._writer.second_scope,
+                self._connections.second,
             )
 
     def stored(self, ids: Iterable[str]) -> set[str]:
@@ -550,16 +593,52 @@ class Index:
         with translated(f"looking up ids in {self.name!r}"), transaction(self._conn):
             return document_rows.stored_ids(self._scope, list(ids))
 
-    def pairs(self, min_jaccard: float | None = None) -> Iterator[tuple[str, str, float]]:
-        """Every stored near-duplicate pair (id_a < id_b, similarity), copies of one text included.
+    def pairs(
+        self, min_jaccard: float | None = None, *, cluster: int | None = None
+    ) -> Iterator[tuple[str, str, float]]:
+        """Every stored near-duplicate pair (id_a < id_b, similarity), copies of one text included;
+        with ``cluster``, those of that cluster only.
 
-        Pairs are stored at the collection's threshold; ``min_jaccard`` can only raise it. The
-        listing reads one snapshot on a connection of its own, so writes made while it is open
+        Pairs are stored at the collection's threshold; ``min_jaccard`` can only raise it. A
+        cluster under ``dense_cluster_size`` contents stores every pair; a dense one a verified
+        subset that connects it (``dense_clusters``; ``cluster_pairs`` lists all of its pairs).
+        The listing reads one snapshot on a connection of its own, so writes made while it is open
         commit independently of it.
         """
         floor = self.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
-        return listings.pairs(
-            self._url, self.schema, self._scope.collection_id, floor, f"listing pairs of {self.name!r}"
+        if cluster is not None and (isinstance(cluster, bool) or not isinstance(cluster, int)):
+            raise ParamsError(f"cluster must be an integer, got {cluster!r}")
+        doing = f"listing pairs of {self.name!r}"
+        return listings.pairs(self._url, self._scope, floor, doing, cluster)
+
+    def dense_clusters(self) -> list[tuple[int, int, int]]:
+        """(cluster id, contents, documents) of each dense cluster, largest first: those whose
+        stored pairs are a connecting subset of their pairs."""
+        with translated(f"reading the dense clusters of {self.name!r}"), transaction(self._conn):
+            return statistics.dense_clusters(self._scope)
+
+    def clusters_of(self, ids: Iterable[str]) -> dict[str, tuple[int, int]]:
+        """The cluster id of each stored document of ``ids`` and how many contents it holds (a
+        document alone is a cluster of one content)."""
+        with translated(f"reading the clusters of documents of {self.name!r}"), transaction(self._conn):
+            return statistics.clusters_of(self._scope, list(ids))
+
+    def cluster_pairs(
+        self, cluster_id: int, min_jaccard: float | None = None
+    ) -> Iterator[tuple[str, str, float]]:
+        """Every pair of one cluster's documents at or above the threshold (``min_jaccard`` can only
+        raise it), as ``pairs`` would list them if every pair were stored: for a dense cluster
+        (``dense_cluster_size`` contents or more), which stores only a connecting subset, its
+        complete pairs, verified now from the stored texts (or signatures) of its contents. Each
+        pair (id_a < id_b, similarity) once, in no particular order, streamed in parts from one
+        snapshot on a connection of its own. Quadratic: a cluster of k near-copies has about
+        k²/2 pairs, each verified. ClusterNotFoundError if no stored content has that cluster id."""
+        floor = self.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
+        if isinstance(cluster_id, bool) or not isinstance(cluster_id, int):
+            raise ParamsError(f"cluster_id must be an integer, got {cluster_id!r}")
+        doing = f"listing the pairs of cluster {cluster_id} of {self.name!r}"
+        return complete.cluster_pairs(
+            self._url, self._scope, self.name, self.config, self._sketch, cluster_id, floor, doing
         )
 
     def clusters(self) -> Iterator[Cluster]:
@@ -567,13 +646,11 @@ class Index:
         each a ``Cluster``, its ids sorted, with its lasting ``id`` and its ``representative``
         (the ``keep`` policy's choice); clusters in the order of their smallest id. Read like
         ``pairs``, on a connection of its own."""
-        rows = listings.clusters(
-            self._url, self.schema, self._scope.collection_id, f"listing clusters of {self.name!r}"
-        )
+        rows = listings.clusters(self._url, self._scope, f"listing clusters of {self.name!r}")
         for cluster_id, group in itertools.groupby(rows, key=lambda r: r[0]):
             members = list(group)
             kept = next(r[1] for r in members if r[2])
-            yield Cluster((r[1] for r in members), int(cluster_id), kept)
+            yield Cluster((r[1] for r in members), int(cluster_id), kept, bool(members[0][3]))
 
     def changes(self, since: int = 0, *, limit: int = 1000, timeout: float = 0.0) -> ChangesPage:
         """Up to ``limit`` changes numbered after ``since``, in commit order, and the ``since`` to
@@ -585,6 +662,7 @@ class Index:
         scope, banding = self._scope, self.config.banding()
         with translated(f"reading statistics of {self.name!r}"), transaction(self._conn):
             counts = statistics.counts(scope)
+            dense = statistics.dense_clusters(scope)
             sizes = statistics.sizes(scope)
             kept, kept_bytes = changes.kept(scope)
             if kept:  # a collection without the feed has no entry
@@ -605,6 +683,9 @@ class Index:
                 expected_threshold_bin_recall=banding.threshold_bin_recall,
                 bytes_by_table=sizes,
                 **_neighbour_size(scope, self.params),
+                dense_clusters=len(dense),
+                dense_contents=sum(n for _, n, _ in dense),
+                dense_documents=sum(m for _, _, m in dense),
                 recall_check=own_pairs.recall_check(scope, self.config),
             )
 
@@ -621,7 +702,7 @@ class Index:
         counted. Reads one snapshot; needs stored texts.
         """
         with translated(f"evaluating {self.name!r}"):
-            return evaluate(self._scope, self.name, self.config, self._writer.sketcher, sample, seed, floor)
+            return evaluate(self._scope, self.name, self.config, self._sketch, sample, seed, floor)
 
 
 __all__ = [

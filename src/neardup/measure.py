@@ -10,11 +10,13 @@ from neardup.config import IndexConfig
 from neardup.core.distinct import distinct
 from neardup.core.exact_join import JoinPairs, SetJoin, distinct_pairs
 from neardup.core.sketch import Sketcher
+from neardup.core.verify import signature_agreement
 from neardup.errors import ParamsError, SchemaError, TextNotStoredError
 from neardup.evaluation import Evaluation, default_floor, similarity_edges, summarise
-from neardup.storage import contents, documents, verified_pairs
+from neardup.storage import contents, documents, statistics, verified_pairs
 from neardup.storage.connect import transaction
 from neardup.storage.scope import Scope, read_snapshot
+from neardup.verification import hopeful
 
 # Stored contents read and shingled per step of the scan: few round trips, and a step's texts and
 # shingle arrays stay in tens of MB for 1.5 KB texts (the join bounds its own product).
@@ -63,7 +65,19 @@ def evaluate(
         if ids.size != ends.size:
             raise SchemaError(f"{ends.size - ids.size} stored contents have no signature")
         keys = sketcher.band_keys(sigs)
-        candidate = (keys[np.searchsorted(ids, a)] == keys[np.searchsorted(ids, b)]).any(axis=1)
+        at_a, at_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
+        candidate = (keys[at_a] == keys[at_b]).any(axis=1)
+        # A dense cluster's pairs a user gets on demand (Index.cluster_pairs) count as found: the
+        # candidates at or above the threshold that verification keeps, both in one dense cluster.
+        dense = np.asarray([c for c, _, _ in statistics.dense_clusters(scope)], dtype=np.int64)
+        on_demand = candidate & (jaccard >= threshold)
+        if dense.size and on_demand.any():
+            label = contents.label_array(scope, np.asarray(ids, dtype=np.int64))
+            same = (label[at_a] == label[at_b]) & np.isin(label[at_a], dense)
+            agree = hopeful(signature_agreement(sigs, at_a, at_b), threshold, config.params.num_perm)
+            on_demand &= same & agree
+        else:
+            on_demand[:] = False
         edges = similarity_edges(floor, threshold)
         histogram = verified_pairs.histogram(scope, edges[:-1])
         check = own_pairs.recall_check(scope, config)
@@ -80,5 +94,6 @@ def evaluate(
         candidate=candidate,
         stored=(stored_a, stored_b),
         histogram=histogram,
+        on_demand=on_demand,
         recall_check=check,
     )

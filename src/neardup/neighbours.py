@@ -28,11 +28,11 @@ from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketcher
 from neardup.core.verify import agreement_with
 from neardup.errors import InputError, ParamsError
-from neardup.ingest.verification import Overlaps, verify_overlaps
 from neardup.storage import documents
 from neardup.storage import fingerprints as stored_fingerprints
 from neardup.storage.connect import transaction
 from neardup.storage.scope import Scope, read_snapshot
+from neardup.verification import Overlaps, verify_overlaps
 
 Direction = Literal["contains", "within"]
 DIRECTIONS: tuple[str, ...] = get_args(Direction)

@@ -18,14 +18,13 @@ from neardup.core.candidates import bucket_matches
 from neardup.core.distinct import distinct
 from neardup.core.lsh import distinct_keys
 from neardup.core.minhash import empty_rows
-from neardup.core.sketch import Sketch, Sketcher
+from neardup.core.sketch import SKETCH_THREADS, Sketch, Sketcher
 from neardup.errors import InputError, ParamsError
-from neardup.ingest.reading import SKETCH_THREADS
-from neardup.ingest.verification import verify_matches, verify_query
 from neardup.records import Document
 from neardup.storage import buckets, documents
 from neardup.storage.connect import transaction
 from neardup.storage.scope import Scope, export_snapshot, read_snapshot
+from neardup.verification import verify_matches, verify_query
 
 
 def similar(
@@ -49,7 +48,7 @@ def similar(
     if empty_rows(signature)[0]:
         return []
     found, signatures = buckets.lookup(
-        scope, sketcher.band_keys(signature)[0], config.store_text, config.params.num_perm
+        scope, sketcher.band_keys(signature)[0], config.store_text, config.params.num_perm, _most(limit)
     )
     if not found:
         return []
@@ -57,6 +56,18 @@ def similar(
     results = [(doc_id, float(sim[i])) for i in np.flatnonzero(sim >= floor) for doc_id in found[i][2]]
     results.sort(key=lambda r: (-r[1], r[0]))
     return results[:limit] if limit is not None else results
+
+
+# With a limit, a text is verified against at most this many candidates per answer asked (and at
+# least QUERY_CANDIDATES): a text of a dense cluster shares its buckets with thousands of its
+# near-copies, any of which answers; fewer candidates than that are all verified, as without one.
+CANDIDATES_PER_ANSWER = 10
+QUERY_CANDIDATES = 200
+
+
+def _most(limit: int | None) -> int | None:
+    """The candidates a lookup with ``limit`` reads at most (None: every one)."""
+    return None if limit is None else max(QUERY_CANDIDATES, CANDIDATES_PER_ANSWER * limit)
 
 
 def fraction(value: object, name: str) -> float:
@@ -143,8 +154,10 @@ def check(
     found: dict[int, list[tuple[str, float]]] = {}
     with transaction(scope.conn):
         read_snapshot(scope.conn, read_only=False)
-        stored = _members(scope, helper, *distinct_keys(keys)) if bearing.size else ()
-        row, content = bucket_matches(keys, *stored) if bearing.size else (np.empty(0, np.int64),) * 2
+        row, content = np.empty(0, np.int64), np.empty(0, np.int64)
+        if bearing.size:
+            band, bucket, member = _members(scope, helper, *distinct_keys(keys))
+            row, content = bucket_matches(keys, band, bucket, member, most=_most(limit))
         sim = verify_matches(scope, config, sketcher, sketch, bearing[row], content, floor, helper)
         ok = np.flatnonzero(sim >= floor)
         names = documents.external_ids(scope, distinct(content[ok]).tolist())

@@ -13,9 +13,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
+import pytest
 
 from tests._state import collection_state
 from tests.conftest import Run, neardup_argv
+
+pytestmark = pytest.mark.distributed_variant
 
 SOURCE = str(Path(__file__).resolve().parents[2] / "src")
 STORIES = (

@@ -12,6 +12,8 @@ import pytest
 import neardup.arrow
 from neardup.errors import InputError, ParamsError
 
+pytestmark = pytest.mark.distributed_variant
+
 TEXTS = [
     "the quick brown fox jumps over the lazy dog near the river bank",
     "the quick brown fox jumps over the lazy dog near the river bank!",

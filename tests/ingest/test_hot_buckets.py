@@ -15,9 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from neardup import verification
 from neardup.core import candidates
 from neardup.core.params import Params
-from neardup.ingest import hot_pairs, prework, verification
+from neardup.ingest import hot_pairs, pairing, prework
 from tests._corpus import WORDS, brute_force_pairs, components
 
 pytestmark = pytest.mark.distributed_variant
@@ -47,6 +48,7 @@ def parts(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Tiny parts, each verified a few stored contents at a time; the number of candidates each
     verification was given."""
     monkeypatch.setattr(candidates, "PAIRS_PER_PART", BUDGET)
+    monkeypatch.setattr(pairing, "SMALL_GROUP", 8)  # larger groups are linked
     monkeypatch.setattr(verification, "STORED_AT_ONCE", 3)
     sizes: list[int] = []
     verify = verification.verify_pairs

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import random
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -120,3 +121,50 @@ def test_a_writers_error_reaches_the_caller_with_its_class(
     # Each writer opens the collection on its own connection, and finds it gone.
     with pytest.raises(CollectionNotFoundError, match=index.name):
         index.add([(f"d{i}", f"text {i}") for i in range(10)], jobs=2)
+
+
+def _ids_for(writer: int, prefix: str, count: int) -> list[str]:
+    """``count`` ids that ``writer_of(id, 2)`` sends to ``writer``."""
+    found: list[str] = []
+    n = 0
+    while len(found) < count:
+        if writer_of(candidate := f"{prefix}{n}", 2) == writer:
+            found.append(candidate)
+        n += 1
+    return found
+
+
+def test_first_means_first_in_the_input_whichever_writer_commits_first(
+    make_index: Callable[..., Any], database_url: str, schema: str, tmp_path: Path, capsys: Any
+) -> None:
+    rng = random.Random(7)
+    words = [f"word{i}" for i in range(20_000)]
+    sources = [" ".join(rng.choice(words) for _ in range(60)) for _ in range(20)]
+    early = _ids_for(0, "early-", len(sources))  # first in the input, all to writer 0
+    late = _ids_for(1, "late-", len(sources))  # near-copies, last in the input, all to writer 1
+    filler = _ids_for(0, "filler-", 3000)  # keep writer 0 busy: writer 1 commits its batch first
+    docs = [*zip(early, sources, strict=True)]
+    docs += [(i, " ".join(rng.choice(words) for _ in range(150))) for i in filler]
+    docs += [(i, s + " and a last word") for i, s in zip(late, sources, strict=True)]
+    one, two = make_index(threshold=0.8, **GENEROUS), make_index(threshold=0.8, **GENEROUS)
+    assert one.keep == two.keep == "first"
+    one.add(docs, batch_size=5000)
+    two.add(docs, batch_size=5000, jobs=2)
+
+    def kept(index: Any) -> list[tuple[str, list[str]]]:
+        return sorted((c.representative, list(c)) for c in index.clusters())
+
+    assert kept(two) == kept(one)
+    assert sorted(rep for rep, _ in kept(two)) == sorted(early)
+    # dedup keeps the same records after either add: each cluster's earliest in the input.
+    path = tmp_path / "input.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs), encoding="utf-8")
+    kept_records = []
+    for index in (one, two):
+        out = tmp_path / f"{index.name}.jsonl"
+        status, _, err = Run(database_url, schema, index.name, capsys)("dedup", str(path), "--out", str(out))
+        assert status == 0, err
+        kept_records.append([json.loads(line)["id"] for line in out.read_text().splitlines()])
+    assert kept_records[1] == kept_records[0]
+    assert set(early) <= set(kept_records[1])
+    assert not set(late) & set(kept_records[1])

@@ -18,7 +18,7 @@ from neardup.ingest import prework as prework_module
 from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import Batch, BatchPlan
 from neardup.ingest.prework import Prework, pair_keys
-from neardup.ingest.verification import Verified
+from neardup.verification import Verified
 from tests._corpus import brute_force_pairs, planted_corpus
 from tests._state import collection_state
 from tests.ingest._hooks import count_withdrawals

@@ -32,10 +32,14 @@ ROOT = Path(__file__).resolve().parents[2]
 NAME = "browser"
 THRESHOLD = 0.3
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="needs Debian's chromium at /usr/bin/chromium: apt-get install -y chromium (.ci/run installs it)",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="needs Debian's chromium at /usr/bin/chromium: apt-get install -y chromium "
+        "(.ci/run installs it)",
+    ),
+    pytest.mark.distributed_variant,
+]
 
 
 def _shots() -> Path:

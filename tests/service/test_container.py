@@ -21,6 +21,8 @@ from sqlalchemy.engine import make_url
 
 from tests.service.conftest import free_port, make_token
 
+pytestmark = pytest.mark.distributed_variant
+
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/neardup-test:latest"
 # What podman needs in this kind of sandbox (crun fails on hybrid cgroups; setrlimit is refused

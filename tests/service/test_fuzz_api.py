@@ -19,6 +19,8 @@ from schemathesis.core.result import Ok
 
 from tests.service.conftest import Service
 
+pytestmark = pytest.mark.distributed_variant
+
 # Examples per operation and generation mode: enough to reach each parser's branches in bounded time.
 EXAMPLES = 25
 

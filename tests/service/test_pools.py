@@ -8,6 +8,8 @@ from neardup.database import Database
 from neardup.errors import CollectionNotFoundError, ParamsError
 from neardup.service.pools import BusyError, IndexPool
 
+pytestmark = pytest.mark.distributed_variant
+
 
 def test_an_index_is_reused_and_unknown_names_leave_no_slot(database_url: str, schema: str) -> None:
     with Database(database_url, schema) as db:

@@ -14,6 +14,8 @@ from neardup.errors import DatabaseError, InternalError
 from neardup.storage.binary import Int2s, Int8s, Kind, copy_stream, signature_bytes, signature_matrix
 from neardup.storage.connect import Connection, connect
 
+pytestmark = pytest.mark.distributed_variant
+
 
 @pytest.fixture(scope="module")
 def conn(database_url: str) -> Iterator[Connection]:

@@ -18,6 +18,8 @@ from neardup.storage.scope import Scope
 from tests._corpus import planted_corpus
 from tests.conftest import psycopg_url
 
+pytestmark = pytest.mark.distributed_variant
+
 
 @contextmanager
 def _scopes(index: Any, database_url: str) -> Iterator[tuple[Scope, psycopg.Connection[Any]]]:

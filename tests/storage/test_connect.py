@@ -9,6 +9,8 @@ from sqlalchemy.exc import ArgumentError
 from neardup.errors import DatabaseConnectionError
 from neardup.storage.connect import connect, libpq_url, redacted, sqlalchemy_url
 
+pytestmark = pytest.mark.distributed_variant
+
 # Characters that URLs quote, split on or mistake for separators, and some that need no quoting.
 fragments = st.text(st.sampled_from(list("aZ09 _-.~+@:/?#%&=[]!$'()*,;\u00e9\u4e2d")), max_size=8)
 urls = st.builds(

@@ -7,12 +7,15 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+import pytest
 
 from neardup.core.fingerprints import fingerprints
 from neardup.core.sketch import Sketcher
 from neardup.storage import fingerprints as stored
 from neardup.storage.connect import transaction
 from tests._corpus import planted_corpus
+
+pytestmark = pytest.mark.distributed_variant
 
 
 def _with_boilerplate(make_index: Any) -> tuple[Any, list[tuple[str, str]], Sketcher, Any, Any]:

@@ -10,6 +10,8 @@ import pytest
 from neardup.storage import listings
 from tests._corpus import planted_corpus
 
+pytestmark = pytest.mark.distributed_variant
+
 EXHAUSTIVE = {"threshold": 0.5, "bands": 64, "rows": 2}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 import neardup
 from neardup.core.sketch import Sketcher
@@ -20,6 +22,8 @@ from neardup.index import Index
 from neardup.storage import migrate
 from neardup.storage.binary import signature_matrix
 from tests.conftest import psycopg_url
+
+pytestmark = pytest.mark.distributed_variant
 
 TABLES = {
     "collections",
@@ -34,7 +38,7 @@ TABLES = {
     "labels",
     "document_keys",
 }
-VIEWS = {"document_list", "pair_list", "cluster_list", "pair_labels"}
+VIEWS = {"document_list", "pair_list", "cluster_list", "pair_labels", "dense_clusters"}
 
 
 @pytest.fixture
@@ -314,16 +318,16 @@ def test_a_schema_behind_or_ahead_is_refused_without_and_with_alembic(
 ) -> None:
     migrate.upgrade(database_url, fresh_schema, "0008")
     with psycopg.connect(psycopg_url(database_url), autocommit=True) as conn:
-        with pytest.raises(SchemaError, match="at revision 0008, this neardup needs 0011"):
+        with pytest.raises(SchemaError, match="at revision 0008, this neardup needs 0012"):
             migrate.require_head(conn, fresh_schema)
         conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0099",))
         with pytest.raises(SchemaError, match="at revision 0099"):
             migrate.require_head(conn, fresh_schema)
-        conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0011",))
+        conn.execute(f'UPDATE "{fresh_schema}".alembic_version SET version_num = %s', ("0012",))
         migrate.require_head(conn, fresh_schema)
     assert not migrate.is_head("0008")
     assert not migrate.is_head(None)
-    assert migrate.is_head("0011")
+    assert migrate.is_head("0012")
 
 
 def test_opening_an_index_at_the_head_imports_no_alembic(database_url: str, fresh_schema: str) -> None:
@@ -379,3 +383,144 @@ def test_0011_gives_the_lookup_index_band_and_content_only_where_neighbours_are_
     assert definitions() == after
     with Index.open(database_url, "kept", schema=fresh_schema) as index:
         assert [d for d, _ in index.query(docs[0][1], k=2)] == ["a"]
+
+
+def test_0012_lists_the_dense_clusters_of_collections_stored_before_it_and_downgrades(
+    database_url: str, fresh_schema: str
+) -> None:
+    base = " ".join(f"w{i:03d}" for i in range(60))
+    copies = [(f"c{i:03d}", base.replace(f"w{i % 60:03d}", f"x{i:03d}")) for i in range(130)]
+    with Index.create(database_url, "old", schema=fresh_schema):
+        pass
+    with psycopg.connect(psycopg_url(database_url)) as conn:  # parameters stored before the field
+        conn.execute(
+            f"UPDATE \"{fresh_schema}\".collections SET params = params - 'dense_cluster_size' "
+            "WHERE name = 'old'"
+        )
+    with Index.open(database_url, "old", schema=fresh_schema) as index:
+        index.add(copies)
+        (cluster,) = index.clusters()
+    with psycopg.connect(psycopg_url(database_url)) as conn:
+        rows = conn.execute(
+            f'SELECT collection, cluster, contents FROM "{fresh_schema}".dense_clusters'
+        ).fetchall()
+    assert rows == [("old", cluster.id, 130)]  # the default bound, 128, for parameters without it
+    migrate.downgrade(database_url, fresh_schema, "0011")
+    assert "dense_clusters" not in _objects(database_url, fresh_schema)["views"]
+    migrate.upgrade(database_url, fresh_schema)
+    assert "dense_clusters" in _objects(database_url, fresh_schema)["views"]
+
+
+# -- a schema as the first release made it, with rows in it, brought to the head ---------------------
+
+FIRST_RELEASE_TEXTS = [
+    ("ap-1", "storms cut power to forty thousand homes on monday across the northern valley"),
+    ("afp-7", "storms cut power to forty thousand homes on monday across the northern valleys"),
+    ("rt-3", "storms cut the power to forty thousand homes on monday across the northern valley"),
+    ("ap-2", "the central bank left its rates where they were for a third month running"),
+    ("bbc-9", "the central bank left its rates where they were for a third month running"),
+    ("ap-3", "a local team won the cup after extra time in a match that few will forget"),
+    ("ap-4", ""),
+]
+
+
+def _rows(url: str, schema: str, name: str) -> dict[str, Any]:
+    """A collection's catalog row and its partitions' rows, as stored."""
+    s = f'"{schema}"'
+    with psycopg.connect(psycopg_url(url)) as conn:
+        (cid, params, threshold, store_text, unicode_version, next_content, next_doc) = (
+            conn.execute(
+                f"SELECT collection_id, params, threshold, store_text, unicode_version, next_content_id, "
+                f"next_doc_id FROM {s}.collections WHERE name = %s",
+                (name,),
+            ).fetchone()
+            or (None,) * 7
+        )
+        tables = {
+            "contents": "content_id, content_hash, shingle_count, cluster_id",
+            "documents": "doc_id, external_id, content_id, text, meta",
+            "signatures": "content_id, signature",
+            "buckets": "band, bucket, content_id",
+            "pairs": "content_a, content_b, similarity, method",
+        }
+        rows = {
+            t: conn.execute(f"SELECT {c} FROM {s}.{t} WHERE collection_id = %s", (cid,)).fetchall()
+            for t, c in tables.items()
+        }
+    catalog = (params, threshold, store_text, unicode_version, next_content, next_doc)
+    return {"catalog": catalog, **rows}
+
+
+def _as_first_release(url: str, schema: str, name: str, made: dict[str, Any]) -> None:
+    """Collection ``name`` written into a schema at revision 0001 as that release wrote it: its
+    parameters without the fields added since, signatures as integer[], each partition made by
+    hand with the unique bucket index of that time."""
+    params, threshold, store_text, unicode_version, next_content, next_doc = made["catalog"]
+    old_params = {
+        k: v for k, v in params.items() if k not in ("recall_at_threshold", "neighbours", "neighbour_floor")
+    }
+    s = f'"{schema}"'
+    with psycopg.connect(psycopg_url(url)) as conn:
+        (cid,) = conn.execute(
+            f"INSERT INTO {s}.collections (name, params, threshold, store_text, unicode_version, "
+            "next_content_id, next_doc_id) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING collection_id",
+            (name, Jsonb(old_params), threshold, store_text, unicode_version, next_content, next_doc),
+        ).fetchone() or (None,)
+        for table in ("contents", "documents", "signatures", "buckets", "pairs"):
+            conn.execute(f'CREATE TABLE {s}."{table}_c{cid}" PARTITION OF {s}.{table} FOR VALUES IN ({cid})')
+        conn.execute(
+            f'CREATE UNIQUE INDEX "buckets_c{cid}_lookup" ON {s}."buckets_c{cid}" (band, bucket, content_id)'
+        )
+        with conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO {s}.contents VALUES ({cid}, %s, %s, %s, %s)", made["contents"])
+            cur.executemany(
+                f"INSERT INTO {s}.documents (collection_id, doc_id, external_id, content_id, text, meta) "
+                f"VALUES ({cid}, %s, %s, %s, %s, %s)",
+                [(d, e, c, t, Jsonb(m) if m is not None else None) for d, e, c, t, m in made["documents"]],
+            )
+            num_perm = params["num_perm"]
+            cur.executemany(
+                f"INSERT INTO {s}.signatures VALUES ({cid}, %s, %s)",
+                [
+                    (c, signature_matrix([bytes(sig)], num_perm)[0].view(np.int32).tolist())
+                    for c, sig in made["signatures"]
+                ],
+            )
+            cur.executemany(f"INSERT INTO {s}.buckets VALUES ({cid}, %s, %s, %s)", made["buckets"])
+            cur.executemany(f"INSERT INTO {s}.pairs VALUES ({cid}, %s, %s, %s, %s)", made["pairs"])
+
+
+def test_a_schema_made_at_the_first_revision_with_rows_migrates_to_the_head(
+    database_url: str, fresh_schema: str, schema: str
+) -> None:
+    # The rows the first release would have written: those this one writes, in the layout of then.
+    with Index.create(database_url, "today", 0.5, schema=schema, keep="id") as today:
+        today.add([(i, t, {"n": n}) for n, (i, t) in enumerate(FIRST_RELEASE_TEXTS)])
+        made = _rows(database_url, schema, "today")
+        assert made["pairs"]  # near-copies, and identical texts sharing a content
+    migrate.upgrade(database_url, fresh_schema, "0001")
+    _as_first_release(database_url, fresh_schema, "archive", made)
+    assert migrate.current_revision(database_url, fresh_schema) == "0001"
+    with pytest.raises(SchemaError, match="at revision 0001"):
+        Index.open(database_url, "archive", schema=fresh_schema)
+
+    migrate.upgrade(database_url, fresh_schema)  # through every migration, over the rows
+    assert migrate.current_revision(database_url, fresh_schema) == migrate.head_revision()
+    with (
+        Index.open(database_url, "archive", schema=fresh_schema) as old,
+        Index.open(database_url, "today", schema=schema) as today,
+    ):
+        assert old.keep == "id"  # what the first release showed
+        # Its parameters as stored then: no recall target (it had none), the same bands and rows.
+        assert old.params == dataclasses.replace(today.params, recall_at_threshold=None)
+        assert list(old.pairs()) == list(today.pairs())
+        assert [(c.id, c.representative, list(c)) for c in old.clusters()] == [
+            (c.id, c.representative, list(c)) for c in today.clusters()
+        ]
+        text = FIRST_RELEASE_TEXTS[0][1]
+        assert old.query(text) == today.query(text)
+        # New writes go on from the old counters and meet the old rows.
+        later = [("late", FIRST_RELEASE_TEXTS[3][1] + " again"), ("ap-3", "a replaced text, all new words")]
+        assert old.add(later) == today.add(later)
+        assert list(old.pairs()) == list(today.pairs())
+        assert old.stats().documents == today.stats().documents == len(FIRST_RELEASE_TEXTS) + 1

@@ -10,6 +10,8 @@ from neardup.errors import ParamsError
 from neardup.storage.connect import connect
 from neardup.storage.scope import Scope, export_snapshot, index_probes, read_snapshot
 
+pytestmark = pytest.mark.distributed_variant
+
 
 def test_index_probes_turn_scans_off_only_inside(database_url: str) -> None:
     conn = connect(database_url)

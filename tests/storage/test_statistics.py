@@ -8,11 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+import pytest
 
 from neardup.ingest.store import ANALYZE_AFTER
 from neardup.storage.names import partition_name
 from tests._corpus import planted_corpus
-from tests.conftest import psycopg_url
+from tests.conftest import differs_on_citus, psycopg_url
+
+pytestmark = pytest.mark.distributed_variant
 
 TABLES = ("documents", "contents", "signatures", "pairs")
 
@@ -39,8 +42,18 @@ def _planner_view(database_url: str, schema: str, collection: str) -> dict[str, 
 
 
 def test_a_batch_that_more_than_doubles_a_collection_leaves_statistics_of_its_own_rows(
-    make_index: Callable[..., Any], database_url: str, schema: str
+    make_index: Callable[..., Any],
+    database_url: str,
+    schema: str,
+    deployment: str,
+    request: pytest.FixtureRequest,
 ) -> None:
+    differs_on_citus(
+        request,
+        deployment,
+        "a distributed collection's planner statistics are its shards', kept by each worker's "
+        "autovacuum; the coordinator's partitions have none (docs/distributed.md)",
+    )
     docs = planted_corpus(n_sources=500, copies=2, seed=4)  # 1,500 documents, most of them distinct
     assert len(docs) > ANALYZE_AFTER
     index = make_index(threshold=0.8, bands=64, rows=2)

@@ -15,7 +15,7 @@ from neardup.cli.output import writer
 if TYPE_CHECKING:
     from neardup.database import Change
 
-COLUMNS = ("seq", "at", "kind", "id", "id_a", "id_b", "jaccard", "cluster", "clusters")
+COLUMNS = ("seq", "at", "kind", "id", "id_a", "id_b", "jaccard", "cluster", "clusters", "dense")
 # Seconds each wait of --follow lasts before it asks again (the database is asked, not polled:
 # the wait ends as soon as a write commits).
 FOLLOW_WAIT = 30.0

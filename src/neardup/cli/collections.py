@@ -58,7 +58,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def _rebuild_options(p: argparse.ArgumentParser) -> None:
-    from neardup.ingest import DEFAULT_BATCH_SIZE
+    from neardup.config import DEFAULT_BATCH_SIZE
 
     parameters(p, new=False)
     p.add_argument(

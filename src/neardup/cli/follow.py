@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def _follow_options(p: argparse.ArgumentParser) -> None:
-    from neardup.follow import DEFAULT_FOLLOW_BATCH
+    from neardup.follow import DEFAULT_FOLLOW_BATCH, RECONNECT_TRIES
+    from neardup.readers import DEFAULT_MAX_TEXT_LENGTH
 
     p.add_argument("--source-db", required=True, metavar="URL", help="the database of the followed table")
     p.add_argument("--table", required=True, metavar="SCHEMA.TABLE", help="the followed table")
@@ -45,16 +46,37 @@ def _follow_options(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="without --once: look at the queue this often even if no notification came (default 60)",
     )
+    p.add_argument(
+        "--max-text-length",
+        type=POSITIVE,
+        default=DEFAULT_MAX_TEXT_LENGTH,
+        metavar="CHARS",
+        help=f"the longest text of a row (default {DEFAULT_MAX_TEXT_LENGTH:,} characters, as add); a longer "
+        "one is skipped with a warning, as add refuses it",
+    )
+    p.add_argument(
+        "--reconnect-tries",
+        type=POSITIVE,
+        default=RECONNECT_TRIES,
+        metavar="N",
+        help="without --once: after a database went away (a restart), try to connect again this many "
+        f"times in a row, waiting 1 s and longer between tries, before giving up (default {RECONNECT_TRIES})",
+    )
 
 
 def _say(applied: Applied) -> None:
     a = applied.added
     print(
         f"applied {applied.changes} changes: added {a.added}, replaced {a.replaced}, "
-        f"unchanged {a.unchanged}, removed {applied.removed}, new pairs {a.new_pairs}",
+        f"unchanged {a.unchanged}, removed {applied.removed}, new pairs {a.new_pairs}"
+        + (f", rows skipped {applied.skipped}" if applied.skipped else ""),
         file=sys.stderr,
         flush=True,
     )
+
+
+def _warn(message: str) -> None:
+    print(f"neardup: warning: {message}", file=sys.stderr, flush=True)
 
 
 @command("follow", _follow_options, output=False)
@@ -65,7 +87,10 @@ def cmd_follow(args: argparse.Namespace) -> int:
     write touches, in a queue in --schema of the table's database. Then `follow` applies the
     queued changes to --collection (created if missing), a batch a transaction, and waits for
     more (LISTEN/NOTIFY); with --once it applies what is queued and exits (for cron). A crash
-    loses no change: the queue keeps each until it is applied. --uninstall removes the triggers.
+    loses no change: the queue keeps each until it is applied. A row the index cannot hold (an id
+    over 2,000 bytes, a text over --max-text-length, an id two rows share) is skipped with a
+    warning naming it, and the rest applied; a write that fixes the row queues it again. After a
+    database restart, follow connects again (--reconnect-tries). --uninstall removes the triggers.
 
     Example: neardup follow --source-db postgresql://app@localhost/app --table public.articles
     --text-column body --once
@@ -85,9 +110,18 @@ def cmd_follow(args: argparse.Namespace) -> int:
         return 0
     with ExitStack() as stack:
         url = stack.enter_context(database_url(args))
-        follower = stack.enter_context(follow.Follower(source, url, args.collection, schema=args.schema))
+        follower = stack.enter_context(
+            follow.Follower(
+                source,
+                url,
+                args.collection,
+                schema=args.schema,
+                max_text_length=args.max_text_length,
+                warn=_warn,
+            )
+        )
         if args.once:
             _say(follower.drain(args.batch_size))
             return 0
-        follower.run(args.batch_size, args.poll, _say)
+        follower.run(args.batch_size, args.poll, _say, reconnect_tries=args.reconnect_tries)
     return 0

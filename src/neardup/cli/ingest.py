@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from neardup.cli.command import command
 from neardup.cli.connect import open_index
+from neardup.cli.listing import dense_note
 from neardup.cli.options import (
     POSITIVE,
     inputs,
@@ -24,8 +25,8 @@ from neardup.cli.options import (
 from neardup.cli.output import check_writable, emit, output_file, rounded, staged
 
 if TYPE_CHECKING:
-    from neardup.ingest import AddResult
     from neardup.readers import BadRecord, SourceRecord
+    from neardup.result import AddResult
     from neardup.search import CheckResult
 
 # Redraw the progress line at most this often: a terminal cannot show more, and it costs a syscall.
@@ -50,8 +51,8 @@ def _progress(start: float) -> Callable[[AddResult], None]:
 
 
 def _add_options(p: argparse.ArgumentParser) -> None:
+    from neardup.config import DEFAULT_BATCH_SIZE
     from neardup.index import Index
-    from neardup.ingest import DEFAULT_BATCH_SIZE
 
     jobs = library_default(Index.add, "jobs")
     inputs(p)
@@ -187,6 +188,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         if "min_containment" in asked:
             _emit_contained(args.format, results)
             return 0
+        best: list[str] = []
+        results = _noting(results, best)
         if args.format in ("jsonl", "json"):
             rows = (
                 (r.id, [{"id": i, "jaccard": rounded(j)} for i, j in r.matches], len(r.matches))
@@ -206,7 +209,16 @@ def cmd_check(args: argparse.Namespace) -> int:
                 out=args.out,
                 types=["string", "string", "double"],
             )
+        dense_note(index, best, "records")
     return 0
+
+
+def _noting(results: Iterator[CheckResult], best: list[str]) -> Iterator[CheckResult]:
+    """``results`` as they come, the best match of each (if any) noted in ``best``."""
+    for r in results:
+        if r.matches:
+            best.append(r.matches[0][0])
+        yield r
 
 
 def _emit_contained(output: str, results: Iterator[CheckResult]) -> None:

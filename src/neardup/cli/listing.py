@@ -56,25 +56,84 @@ def cmd_query(args: argparse.Namespace) -> int:
             return 0
         hits = index.query(text, min_jaccard=args.min_jaccard, limit=args.limit, k=asked.get("k"))
         emit(args.format, ["id", "jaccard"], ((i, rounded(j)) for i, j in hits))
+        dense_note(index, [i for i, _ in hits])
     return 0
 
 
-@command("pairs", min_jaccard, tables=True)
+def dense_note(index: Any, ids: list[str], what: str = "") -> None:
+    """A line on standard error for each dense cluster the matches ``ids`` belong to (``what``:
+    the input records whose best matches they are, counted; else one text's matches)."""
+    if not ids:
+        return
+    bound = index.params.dense_cluster_size
+    found = index.clusters_of(sorted(set(ids)))
+    records: dict[int, int] = {}
+    size: dict[int, int] = {}
+    for doc_id in ids:
+        if doc_id in found and found[doc_id][1] >= bound:
+            cluster, size[found[doc_id][0]] = found[doc_id]
+            records[cluster] = records.get(cluster, 0) + 1
+    for cluster, count in records.items():
+        who = f"{count:,} {what} belong" if what else "the text belongs"
+        print(
+            f"neardup: {who} to dense cluster {cluster} with {size[cluster]:,} members (distinct "
+            f"texts); `neardup clusters` lists them, `neardup pairs --cluster {cluster} --complete` "
+            "their pairs",
+            file=sys.stderr,
+        )
+
+
+def _pairs_options(p: argparse.ArgumentParser) -> None:
+    min_jaccard(p)
+    p.add_argument("--cluster", type=int, metavar="ID", help="the pairs of this cluster only")
+    p.add_argument(
+        "--complete",
+        action="store_true",
+        help="with --cluster: every pair of the cluster, verified now (quadratic in its size), "
+        "where a dense cluster stores only a connecting subset",
+    )
+
+
+@command("pairs", _pairs_options, tables=True)
 def cmd_pairs(args: argparse.Namespace) -> int:
     """Every near-duplicate pair of documents: id_a, id_b, jaccard.
 
     One row per pair of documents (`stats` document_pairs at the threshold): a stored pair of two
     texts gives a row for every document of one with every document of the other, and documents
-    with the same text are pairs of their own at jaccard 1 (`stats` identical_pairs).
+    with the same text are pairs of their own at jaccard 1 (`stats` identical_pairs). A dense
+    cluster (of the collection's dense_cluster_size distinct texts or more) stores a verified
+    subset of its pairs that connects it, not every pair: a line on standard error says so, and
+    --cluster ID --complete lists every pair of one cluster, verified now (quadratic in its size).
 
     Example: neardup pairs --min-jaccard 0.9 --format parquet --out pairs.parquet
     """
+    if args.complete and args.cluster is None:
+        print("neardup: error: --complete needs --cluster ID", file=sys.stderr)
+        return 2
     with ExitStack() as stack:
         index = open_index(args, stack)
+        if args.complete:
+            found = index.cluster_pairs(args.cluster, args.min_jaccard)
+        else:
+            found = index.pairs(args.min_jaccard, cluster=args.cluster)
+            dense = index.dense_clusters()
+            if dense and args.cluster is None:
+                print(
+                    f"neardup: {len(dense):,} dense clusters ({sum(m for _, _, m in dense):,} documents) "
+                    "list a verified subset of their pairs that connects each; "
+                    "--cluster ID --complete lists all of one's",
+                    file=sys.stderr,
+                )
+            elif args.cluster in {c for c, _, _ in dense}:
+                print(
+                    f"neardup: cluster {args.cluster} is dense: these are a verified subset of its "
+                    "pairs that connects it; --complete lists them all",
+                    file=sys.stderr,
+                )
         emit(
             args.format,
             ["id_a", "id_b", "jaccard"],
-            ((a, b, rounded(j)) for a, b, j in index.pairs(args.min_jaccard)),
+            ((a, b, rounded(j)) for a, b, j in found),
             out=args.out,
             types=["string", "string", "double"],
         )
@@ -83,28 +142,30 @@ def cmd_pairs(args: argparse.Namespace) -> int:
 
 @command("clusters", tables=True)
 def cmd_clusters(args: argparse.Namespace) -> int:
-    """Clusters of near-duplicates: cluster, id, representative.
+    """Clusters of near-duplicates: cluster, id, representative, dense.
 
     The cluster is its stored id, the one the API, the SQL views and the review pages show; it
     lasts across writes (README, "Cluster ids"). The representative is the document the
-    collection's keep policy chooses (init --keep, rebuild --keep).
+    collection's keep policy chooses (init --keep, rebuild --keep). Dense: the cluster holds the
+    collection's dense_cluster_size distinct texts or more, and stores a verified subset of its
+    pairs that connects it (`pairs --cluster ID --complete` lists them all).
 
     Example: neardup clusters --format jsonl
     """
     with ExitStack() as stack:
         index = open_index(args, stack)
 
-        def rows() -> Iterator[tuple[int, str, bool]]:
+        def rows() -> Iterator[tuple[int, str, bool, bool]]:
             for cluster in index.clusters():
                 for doc_id in cluster:
-                    yield cluster.id, doc_id, doc_id == cluster.representative
+                    yield cluster.id, doc_id, doc_id == cluster.representative, cluster.dense
 
         emit(
             args.format,
-            ["cluster", "id", "representative"],
+            ["cluster", "id", "representative", "dense"],
             rows(),
             out=args.out,
-            types=["int64", "string", "bool"],
+            types=["int64", "string", "bool", "bool"],
         )
     return 0
 
@@ -117,7 +178,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     pairs of distinct texts (what `add` reports as new pairs). identical_pairs: pairs of
     documents with the same text. document_pairs: the rows `neardup pairs` lists, every pair of
     documents whose texts are a stored pair plus the identical pairs. clusters: those of two or
-    more documents, as `neardup clusters` lists them.
+    more documents, as `neardup clusters` lists them. dense_clusters: those of dense_cluster_size
+    distinct texts or more (dense_contents, dense_documents: theirs), which store a verified subset
+    of their pairs that connects them. bytes.TABLE.rows and .indexes: each structure's bytes.
 
     expected_threshold_bin_recall: the expected recall of the pairs in [threshold, threshold +
     0.05) under the tuner's prior (pairs bunched towards the threshold). threshold_bin_pairs and
@@ -145,6 +208,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
             ("identical_pairs", s.identical_pairs),
             ("document_pairs", s.document_pairs),
             ("clusters", s.clusters),
+            ("dense_clusters", s.dense_clusters),
+            ("dense_contents", s.dense_contents),
+            ("dense_documents", s.dense_documents),
             ("bucket_rows", s.bucket_rows),
             ("bytes_on_disk", s.bytes_on_disk),
             *(

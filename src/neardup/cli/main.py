@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from neardup import __version__
 from neardup.cli import (
+    backup,
     changes,
     collections,
     evaluate,
@@ -43,13 +44,15 @@ ORDER = (
     "collections",
     "drop",
     "db",
+    "backup",
+    "restore",
     "serve",
     "token",
     "labels",
     "server",
 )
 # Each module registers its commands as it is imported; named here so that the import is used.
-MODULES = (changes, collections, evaluate, follow, ingest, labels, listing, schema, server, tokens)
+MODULES = (backup, changes, collections, evaluate, follow, ingest, labels, listing, schema, server, tokens)
 # Options before the command that take a value (so the command's name can be found before parsing).
 _GLOBAL_VALUES = ("--db", "--collection", "--schema")
 

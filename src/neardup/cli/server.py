@@ -17,6 +17,7 @@ LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 def _serve_options(p: argparse.ArgumentParser) -> None:
     from neardup.service.context import DEFAULT_MAX_BODY
+    from neardup.service.longpoll import DEFAULT_MAX_LONGPOLLS
 
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=PORT, default=8080, help="port (default 8080)")
@@ -32,7 +33,22 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_BODY,
         help=f"larger request bodies get 413 (default {DEFAULT_MAX_BODY // 2**20} MiB)",
     )
+    p.add_argument(
+        "--max-longpolls",
+        type=POSITIVE,
+        default=DEFAULT_MAX_LONGPOLLS,
+        metavar="N",
+        help="changes-feed longpolls waiting at once, per worker process; more get 503 with Retry-After "
+        f"(default {DEFAULT_MAX_LONGPOLLS}; a waiting one holds no thread and no database connection)",
+    )
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    p.add_argument(
+        "--log-format",
+        default="text",
+        choices=("text", "json"),
+        help="json: one JSON line a request (request id, route, status, milliseconds; the query "
+        "string redacted) and every other line as JSON; text: uvicorn's access lines (default)",
+    )
 
 
 def _is_loopback(host: str) -> bool:
@@ -82,18 +98,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         common: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": args.log_level}
+        if args.log_format == "json":
+            from neardup.service.logs import json_config
+
+            common.update(log_config=json_config(args.log_level), access_log=False)
+        embedded = getattr(args, "data_directory", None)
         if args.workers > 1:
             os.environ.update(
                 NEARDUP_SERVE_URL=url,
                 NEARDUP_SERVE_SCHEMA=args.schema,
                 NEARDUP_SERVE_AUTH="0" if args.no_auth else "1",
                 NEARDUP_SERVE_MAX_BODY=str(args.max_body_bytes),
+                NEARDUP_SERVE_MAX_LONGPOLLS=str(args.max_longpolls),
+                NEARDUP_SERVE_LOG_FORMAT=args.log_format,
+                NEARDUP_SERVE_EMBEDDED_DIR=embedded or "",
             )
             uvicorn.run(
                 "neardup.service.app:app_from_environment", factory=True, workers=args.workers, **common
             )
         else:
-            settings = Settings(url, args.schema, not args.no_auth, args.max_body_bytes)
+            settings = Settings(
+                url,
+                args.schema,
+                not args.no_auth,
+                args.max_body_bytes,
+                max_longpolls=args.max_longpolls,
+                log_format=args.log_format,
+                embedded_data_dir=embedded,
+            )
             uvicorn.run(create_app(settings), **common)
     return 0
 

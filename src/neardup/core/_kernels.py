@@ -840,3 +840,253 @@ def positional_pairs(
 
 def _group_work(members: np.ndarray, offsets: np.ndarray) -> int:
     return int(members.shape[0] + (np.diff(offsets) ** 2).sum())
+
+
+# States of a group in ``link_groups``: not reached yet, linked member by member, or given up
+# (too many classes or too much work: its pairs are enumerated instead).
+_FRESH, _LINKING, _GIVEN_UP = 0, 1, 2
+# What ``link_groups`` returns: done, it needs stored members' rows (in ``need``), or its output
+# arrays are full.
+LINK_DONE, LINK_NEED, LINK_FULL = 0, 1, 2
+
+
+@_jit(inline="always")
+def _find(parent: np.ndarray, x: np.int64) -> np.int64:
+    """The root of ``x`` in the union-find ``parent``, halving the path on the way."""
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+@_jit(inline="always")
+def _similarity(
+    a: np.int64,
+    b: np.int64,
+    set_values: np.ndarray,
+    set_offsets: np.ndarray,
+    sigs: np.ndarray,
+    floor: float,
+    exact: bool,
+) -> float:
+    """What verification says of rows ``a`` and ``b``: the signature agreement without texts;
+    with them, the exact Jaccard of the sorted distinct sets where the agreement reaches ``floor``
+    (-1 where it does not): ``pair_agreement`` and ``pair_jaccard``, one pair."""
+    n = sigs.shape[1]
+    same = 0
+    for c in range(n):
+        v = sigs[a, c]
+        if v == sigs[b, c] and v != EMPTY:
+            same += 1
+    agree = same / n
+    if not exact:
+        return float(agree)
+    if agree < floor:
+        return -1.0
+    i, i_end = set_offsets[a], set_offsets[a + 1]
+    j, j_end = set_offsets[b], set_offsets[b + 1]
+    size = (i_end - i) + (j_end - j)
+    common = 0
+    while i < i_end and j < j_end:
+        x, y = set_values[i], set_values[j]
+        if x == y:
+            common += 1
+            i += 1
+            j += 1
+        elif x < y:
+            i += 1
+        else:
+            j += 1
+    union = size - common
+    return common / union if union > 0 else 0.0
+
+
+@_kernel(lambda *args: int(args[6].shape[0]) * 200 + int(args[0].shape[0]))
+def link_groups(
+    members: np.ndarray,
+    offsets: np.ndarray,
+    group_of: np.ndarray,
+    node: np.ndarray,
+    row: np.ndarray,
+    is_new: np.ndarray,
+    steps: np.ndarray,
+    set_values: np.ndarray,
+    set_offsets: np.ndarray,
+    sigs: np.ndarray,
+    threshold: float,
+    floor: float,
+    exact: bool,
+    parent: np.ndarray,
+    head: np.ndarray,
+    tail: np.ndarray,
+    next_pos: np.ndarray,
+    count: np.ndarray,
+    state: np.ndarray,
+    work: np.ndarray,
+    cap_classes: int,
+    cap_work: np.ndarray,
+    found: np.ndarray,
+    found_sim: np.ndarray,
+    tested: np.ndarray,
+    counters: np.ndarray,
+    need: np.ndarray,
+    cursor: int,
+) -> tuple[int, int]:
+    """Link the new members of groups (each sorted ascending, stored members first) into the
+    union-find ``parent`` over nodes (``node[q]``: member position q's), taking ``steps`` (member
+    positions of new members, by member id) from ``cursor`` on. At each step the member is tested,
+    in its group, against one member (the latest) of each class of the members before it whose
+    root differs from its own; where that fails, against the class's other members there, until
+    one passes. Members of one class are never tested against each other, so a group of
+    near-copies costs about one test a member. Each group keeps its classes as lists of member
+    positions (``head``, ``tail`` at the group's offset, linked by ``next_pos``; ``count`` of
+    them), merged as their roots meet. A group of more than ``cap_classes`` classes, or whose
+    tests pass ``cap_work[g]``, is given up (``state``) and left to the caller.
+
+    ``row[q]`` is the row of member q's signature (in ``sigs``) and sorted distinct set (in
+    ``set_values``/``set_offsets``), -1 while not loaded. Passing tests go to ``found`` (member
+    positions) and ``found_sim``, every test to ``tested``; ``counters`` holds their counts and
+    how many positions ``need`` names. Returns (LINK_DONE, steps done), (LINK_NEED, the step that
+    waits for the rows of the members ``need`` names) or (LINK_FULL, the step to go on from once
+    the output arrays are larger). Resuming at the returned cursor repeats no union."""
+    n_found = counters[0]
+    n_tested = counters[1]
+    counters[2] = 0
+    while cursor < steps.shape[0]:
+        p = steps[cursor]
+        g = group_of[p]
+        lo = offsets[g]
+        if state[g] == _GIVEN_UP:
+            cursor += 1
+            continue
+        if state[g] == _FRESH:
+            # The stored members (before the group's first new one) as classes by their roots.
+            c = 0
+            q = lo
+            while q < p and state[g] == _FRESH:
+                r = _find(parent, node[q])
+                k = 0
+                while k < c and _find(parent, node[head[lo + k]]) != r:
+                    k += 1
+                if k < c:
+                    next_pos[q] = head[lo + k]
+                    head[lo + k] = q
+                elif c == cap_classes:
+                    state[g] = _GIVEN_UP
+                else:
+                    head[lo + c] = q
+                    tail[lo + c] = q
+                    next_pos[q] = -1
+                    c += 1
+                q += 1
+            if state[g] == _GIVEN_UP:
+                cursor += 1
+                continue
+            count[g] = c
+            state[g] = _LINKING
+        # Classes whose roots met since (through other groups) become one list, the later head first.
+        k = 0
+        for i in range(count[g]):
+            h = head[lo + i]
+            r = _find(parent, node[h])
+            merged = False
+            for j in range(k):
+                if _find(parent, node[head[lo + j]]) == r:
+                    if h > head[lo + j]:
+                        next_pos[tail[lo + i]] = head[lo + j]
+                        head[lo + j] = h
+                    else:
+                        next_pos[tail[lo + j]] = h
+                        tail[lo + j] = tail[lo + i]
+                    merged = True
+                    break
+            if not merged:
+                head[lo + k] = h
+                tail[lo + k] = tail[lo + i]
+                k += 1
+        count[g] = k
+        nd = node[p]
+        rd = row[p]
+        i = 0
+        while i < count[g]:
+            h = head[lo + i]
+            r = _find(parent, node[h])
+            if r == _find(parent, nd):
+                i += 1
+                continue
+            if row[h] < 0:
+                need[0] = h
+                counters[0], counters[1], counters[2] = n_found, n_tested, 1
+                return LINK_NEED, cursor
+            if n_tested == tested.shape[0] or n_found == found.shape[0]:
+                counters[0], counters[1] = n_found, n_tested
+                return LINK_FULL, cursor
+            sim = _similarity(rd, row[h], set_values, set_offsets, sigs, floor, exact)
+            tested[n_tested, 0] = h
+            tested[n_tested, 1] = p
+            n_tested += 1
+            work[g] += 1
+            passed = sim >= threshold
+            if passed:
+                found[n_found, 0] = h
+                found[n_found, 1] = p
+                found_sim[n_found] = sim
+                n_found += 1
+            else:
+                # The hub failed: the class's other members, until one passes (all loaded first).
+                n_need = 0
+                q = next_pos[h]
+                while q >= 0:
+                    if row[q] < 0:
+                        need[n_need] = q
+                        n_need += 1
+                    q = next_pos[q]
+                if n_need > 0:
+                    counters[0], counters[1], counters[2] = n_found, n_tested, n_need
+                    return LINK_NEED, cursor
+                q = next_pos[h]
+                while q >= 0 and not passed:
+                    if n_tested == tested.shape[0] or n_found == found.shape[0]:
+                        counters[0], counters[1] = n_found, n_tested
+                        return LINK_FULL, cursor
+                    sim = _similarity(rd, row[q], set_values, set_offsets, sigs, floor, exact)
+                    tested[n_tested, 0] = q
+                    tested[n_tested, 1] = p
+                    n_tested += 1
+                    work[g] += 1
+                    if sim >= threshold:
+                        found[n_found, 0] = q
+                        found[n_found, 1] = p
+                        found_sim[n_found] = sim
+                        n_found += 1
+                        passed = True
+                    q = next_pos[q]
+            if passed:
+                a = _find(parent, nd)
+                if a < r:
+                    parent[r] = a
+                else:
+                    parent[a] = r
+            if work[g] > cap_work[g]:
+                state[g] = _GIVEN_UP
+                break
+            i += 1
+        if state[g] == _LINKING:
+            # The member joins its class's list, as its latest member (its hub from now on).
+            rp = _find(parent, nd)
+            k = 0
+            while k < count[g] and _find(parent, node[head[lo + k]]) != rp:
+                k += 1
+            if k < count[g]:
+                next_pos[p] = head[lo + k]
+                head[lo + k] = p
+            elif count[g] == cap_classes:
+                state[g] = _GIVEN_UP
+            else:
+                head[lo + k] = p
+                tail[lo + k] = p
+                next_pos[p] = -1
+                count[g] += 1
+        cursor += 1
+    counters[0], counters[1] = n_found, n_tested
+    return LINK_DONE, cursor

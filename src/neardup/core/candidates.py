@@ -38,16 +38,19 @@ def bucket_matches(
     stored_band: npt.ArrayLike,
     stored_bucket: npt.ArrayLike,
     stored_content: npt.ArrayLike,
+    most: int | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Distinct (row, content) pairs where row ``row`` of the key matrix (rows x bands) shares a
-    bucket with a stored (band, bucket, content) row; sorted by row, then content."""
+    bucket with a stored (band, bucket, content) row; sorted by row, then content. With ``most``,
+    at most that many contents of each bucket a row shares (the first by the stored rows' order):
+    a row sharing the buckets of a dense cluster meets its members by the thousand."""
     rows, bands = keys.shape
     wanted = mixed_keys(np.tile(np.arange(bands), rows), keys.reshape(-1))
     stored = mixed_keys(stored_band, stored_bucket)
     order = np.argsort(stored, kind="stable")
     stored, content = stored[order], np.asarray(stored_content, np.int64)[order]
     lo, hi = np.searchsorted(stored, wanted, "left"), np.searchsorted(stored, wanted, "right")
-    counts = hi - lo
+    counts = hi - lo if most is None else np.minimum(hi - lo, most)
     row = np.repeat(np.arange(wanted.size) // bands, counts)
     # The stored positions of each wanted key, concatenated without a Python loop.
     starts = np.repeat(lo - np.r_[0, np.cumsum(counts)[:-1]], counts)

@@ -30,6 +30,12 @@ HASH_VERSION = 1
 DEFAULT_NEIGHBOUR_FLOOR = 0.3
 # The content hash of collections stored before Params had the field (UTF-32; ``core.content``).
 LEGACY_CONTENT_HASH = 1
+# Contents from which a cluster is dense: it stores a verified subset of its pairs that connects
+# it, not every pair (docs/design.md, "Dense clusters"). Every stored pair of a cluster just under
+# the bound costs a verification and a row, about half the bound per content: at 128, some 64
+# pairs a content, which costs about what the rest of its ingest does (sketch, rows, buckets);
+# a larger bound buys listings of larger clusters at a price that grows with it.
+DEFAULT_DENSE_CLUSTER_SIZE = 128
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,9 @@ class Params:
     # into its stored parameters (a collection that does not use them is stored as before).
     neighbours: bool = False
     neighbour_floor: float = DEFAULT_NEIGHBOUR_FLOOR
+    # Clusters of at least this many contents are dense: they store a connecting subset of their
+    # pairs. It changes no signature or bucket, but which pairs are stored, so a rebuild re-bands.
+    dense_cluster_size: int = DEFAULT_DENSE_CLUSTER_SIZE
 
     def __post_init__(self) -> None:
         check_minhash(self.num_perm, self.seed, self.scheme)
@@ -74,6 +83,9 @@ class Params:
                 raise ParamsError(f"{name} must be a positive integer, got {version!r}")
         if not isinstance(self.neighbours, bool):
             raise ParamsError(f"neighbours must be true or false, got {self.neighbours!r}")
+        size = self.dense_cluster_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 2:
+            raise ParamsError(f"dense_cluster_size must be an integer of at least 2, got {size!r}")
         floor = self.neighbour_floor
         if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0.0 < float(floor) <= 1.0:
             raise ParamsError(f"neighbour_floor must be in (0, 1], got {floor!r}")
@@ -118,12 +130,14 @@ class Params:
     def from_dict(cls, data: dict[str, Any]) -> Params:
         """Params from ``to_dict`` output; unknown or missing fields are refused by name (a missing
         ``content_hash`` is version 1, a missing ``recall_at_threshold`` None, a missing
-        ``neighbours`` off: stored before they existed)."""
+        ``neighbours`` off, a missing ``dense_cluster_size`` the default: stored before they
+        existed, when every pair was stored, which a dense cluster allows)."""
         data = {
             "content_hash": LEGACY_CONTENT_HASH,
             "recall_at_threshold": None,
             "neighbours": False,
             "neighbour_floor": DEFAULT_NEIGHBOUR_FLOOR,
+            "dense_cluster_size": DEFAULT_DENSE_CLUSTER_SIZE,
             **data,
         }
         names = {f.name for f in dataclasses.fields(cls)}

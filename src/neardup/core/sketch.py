@@ -19,6 +19,10 @@ from neardup.core.ragged import Ragged
 from neardup.core.shingle import distinct_rows, distinct_rows_across, shingle_batch, shingle_code_points
 from neardup.errors import InternalError, ParamsMismatchError
 
+# Threads that sketch a batch (an ingest's, a check's): the shingle and MinHash kernels and the
+# content hashing release the GIL, so a second thread uses the core the database leaves idle
+# between statements.
+SKETCH_THREADS = 2
 # Texts a thread takes at a time: enough that a chunk's kernels run long without the GIL, small
 # enough that two threads finish close together.
 _CHUNK_TEXTS = 2_000

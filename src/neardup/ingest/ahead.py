@@ -25,8 +25,8 @@ from neardup.ingest.context import BatchContext, Connections
 from neardup.ingest.members import Deferral
 from neardup.ingest.plan import Batch, BatchPlan, plan_batch
 from neardup.ingest.reading import Prepared, Upcoming
-from neardup.ingest.stages import stage, submit, timed
 from neardup.ingest.store import insert_contents
+from neardup.stages import stage, submit, timed
 from neardup.storage import catalog
 from neardup.storage.connect import Connection, transaction
 from neardup.storage.scope import Scope

@@ -33,7 +33,7 @@ from neardup.core.sketch import Sketch
 from neardup.core.verify import exact_jaccard
 from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import BatchPlan
-from neardup.ingest.stages import stage
+from neardup.stages import stage
 from neardup.storage import documents
 from neardup.storage.scope import Scope
 

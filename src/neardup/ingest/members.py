@@ -30,8 +30,8 @@ from neardup.core.ragged import Ragged
 from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import BatchPlan
 from neardup.ingest.prework import Prework
-from neardup.ingest.stages import stage, submit
 from neardup.ingest.store import insert_indexed
+from neardup.stages import stage, submit
 from neardup.storage import buckets, catalog
 from neardup.storage import documents as document_rows
 from neardup.storage.scope import Scope

@@ -4,7 +4,11 @@ This process reads and checks the records (so a bad record or a repeated id is r
 stands in the whole input, as with one writer) and hands each to writer ``hash(id) mod N`` in
 chunks; every writer opens the collection on its own connection and adds what it is given in
 batches, as ``Index.add`` does. All of one id's records go to one writer, so no two writers ever
-hold the same id, and the state at the end is that of one writer given the whole input.
+hold the same id, and the state at the end is that of one writer given the whole input. That
+includes which document is earliest: each record's document id is taken here, in input order, a
+block at a time (``catalog.reserve_documents``), and handed to its writer with it, so that the
+representative kept as "first" (and every tie that goes to the earliest) is the earliest in the
+input, whichever writer commits first.
 
 Each writer reads, sketches, probes the stored buckets, verifies its candidates and COPYs its new
 contents and signatures on its own, before its batch's turn at the collection's lock
@@ -18,19 +22,25 @@ the batches committed before it stay, as with one writer: the same command run a
 from __future__ import annotations
 
 import contextlib
+import itertools
 import multiprocessing
 import queue
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.context import SpawnProcess
 from multiprocessing.queues import Queue
 from typing import Any
 
 from neardup import errors
+from neardup.collection import open_collection
 from neardup.errors import InternalError, NeardupError, ParamsError
 from neardup.ingest.collection import opened_writer
-from neardup.ingest.result import AddResult
-from neardup.records import Record, documents
+from neardup.records import Document, Record, documents
+from neardup.result import AddResult
+from neardup.storage import catalog
+from neardup.storage.connect import Connection, translated
+from neardup.storage.scope import Scope
 
 # Documents handed to a writer at once: enough that the queue's pickling is a small cost beside
 # the work, few enough that a writer starts early and the queues hold little.
@@ -83,13 +93,16 @@ def add(
         w.start()
     state = _State(jobs, progress)
     try:
-        chunks: list[list[tuple[Any, ...]]] = [[] for _ in range(jobs)]
-        for doc in documents(records):
-            k = writer_of(doc.id, jobs)
-            chunks[k].append((doc.id, doc.text, doc.meta))
-            if len(chunks[k]) >= CHUNK:
-                _hand(inboxes[k], chunks[k], state, results, writers)
-                chunks[k] = []
+        with _Numbering(url, schema, name) as numbering:
+            chunks: list[list[tuple[Any, ...]]] = [[] for _ in range(jobs)]
+            for block in _blocks(documents(records), CHUNK * QUEUE_CHUNKS * jobs):
+                first = numbering.take(len(block))
+                for n, doc in enumerate(block, first):
+                    k = writer_of(doc.id, jobs)
+                    chunks[k].append((doc.id, doc.text, doc.meta, n))
+                    if len(chunks[k]) >= CHUNK:
+                        _hand(inboxes[k], chunks[k], state, results, writers)
+                        chunks[k] = []
         for k in range(jobs):
             if chunks[k]:
                 _hand(inboxes[k], chunks[k], state, results, writers)
@@ -110,6 +123,38 @@ def add(
         for q in (*inboxes, results):
             q.close()
             q.cancel_join_thread()
+
+
+def _blocks(docs: Iterator[Document], size: int) -> Iterator[list[Document]]:
+    """``docs`` in lists of ``size`` (the last one shorter)."""
+    while block := list(itertools.islice(docs, size)):
+        yield block
+
+
+class _Numbering:
+    """Document ids for the input's records in input order, taken a block at a time on a
+    connection of this process (``catalog.reserve_documents``, under the writer lock)."""
+
+    def __init__(self, url: str, schema: str, name: str) -> None:
+        self._args = (url, schema, name)
+        self._conn: Connection | None = None
+        self._scope: Scope | None = None
+
+    def __enter__(self) -> _Numbering:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+    def take(self, count: int) -> int:
+        """The first of ``count`` new consecutive document ids."""
+        url, schema, name = self._args
+        if self._scope is None:
+            self._conn, scope, row = open_collection(url, schema, name)
+            self._scope = scope.with_collection(row.collection_id, row.distributed)
+        with translated(f"numbering the documents for {name!r}"):
+            return catalog.reserve_documents(self._scope, name, count)
 
 
 class _State:
@@ -188,6 +233,8 @@ def _write(
 ) -> None:
     """A writer process: add what arrives in ``inbox`` until the end mark, reporting each batch."""
 
+    numbers: deque[int] = deque()
+
     def arriving() -> Iterator[tuple[Any, ...]]:
         while True:
             item = inbox.get()
@@ -195,7 +242,15 @@ def _write(
                 return
             if item == _ABORT:
                 raise _AbortedError
-            yield from item
+            for doc_id, text, meta, number in item:
+                numbers.append(number)  # read by the writer right after the record
+                yield doc_id, text, meta
+
+    def numbered() -> Iterator[int]:
+        while True:
+            if not numbers:  # the writer reads a record's number only after the record
+                raise InternalError(f"writer {k} read a number before its record")
+            yield numbers.popleft()
 
     try:
         with opened_writer(url, schema, name) as writer:
@@ -204,6 +259,7 @@ def _write(
                 batch_size=batch_size,
                 progress=lambda r: results.put(("progress", k, r)),
                 concurrent=True,
+                numbers=numbered(),
             )
         results.put(("done", k, total))
     except _AbortedError:

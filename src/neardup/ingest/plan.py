@@ -27,11 +27,21 @@ class Batch:
     ids: list[str]
     texts: list[str]
     metas: list[dict[str, Any] | None]
+    numbers: list[int] | None = None
+    """The document id each document is written with, taken for it ahead in input order by the
+    process that split the input among writers (``ingest.parallel``); None: the collection's
+    counter numbers them in the batch's turn."""
 
     @classmethod
-    def of(cls, documents: Sequence[Document], start: int) -> Batch:
-        """The batch of these (checked) documents."""
-        return cls(start, [d.id for d in documents], [d.text for d in documents], [d.meta for d in documents])
+    def of(cls, documents: Sequence[Document], start: int, numbers: list[int] | None = None) -> Batch:
+        """The batch of these (checked) documents (numbered ``numbers``, if given)."""
+        return cls(
+            start,
+            [d.id for d in documents],
+            [d.text for d in documents],
+            [d.meta for d in documents],
+            numbers,
+        )
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -183,11 +193,16 @@ def plan_batch(
     new_ids = next_content_id + np.arange(new_positions.size, dtype=np.int64)
     bearing = sketch.shingle_counts[new_positions] > 0
     doc_positions = np.flatnonzero(content_of >= 0)
+    if batch.numbers is None:
+        doc_ids = next_doc_id + np.arange(doc_positions.size, dtype=np.int64)
+        next_doc_id += doc_positions.size
+    else:  # taken ahead, in input order, whichever writer commits first: the counter is past them
+        doc_ids = np.asarray(batch.numbers, dtype=np.int64)[doc_positions]
     return BatchPlan(
         unchanged=unchanged,
         replaced_docs=replaced,
         doc_positions=doc_positions,
-        doc_ids=next_doc_id + np.arange(doc_positions.size, dtype=np.int64),
+        doc_ids=doc_ids,
         doc_contents=content_of[doc_positions],
         new_positions=new_positions,
         new_ids=new_ids,
@@ -196,5 +211,5 @@ def plan_batch(
         keys=band_keys(sketch.signatures[new_positions[bearing]]),
         bulk=next_content_id == 1 or not indexed,
         empty=int(np.count_nonzero(sketch.shingle_counts[doc_positions] == 0)),
-        next_doc_id=next_doc_id + doc_positions.size,
+        next_doc_id=next_doc_id,
     )

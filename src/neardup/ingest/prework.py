@@ -25,16 +25,17 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from neardup import verification
 from neardup.core.candidates import bucket_groups, candidate_parts
 from neardup.core.lsh import bucket_rows, distinct_keys
 from neardup.core.sketch import Sketch
-from neardup.ingest import store, verification
+from neardup.ingest import pairing, store
 from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import Batch, BatchPlan, plan_batch
-from neardup.ingest.verification import Verified
 from neardup.storage import buckets, catalog
 from neardup.storage import documents as document_rows
 from neardup.storage.scope import read_snapshot
+from neardup.verification import Verified
 
 Verdicts = dict[tuple[int, int], float]
 
@@ -111,6 +112,8 @@ def before_turn(ctx: BatchContext, batch: Batch, sketch: Sketch, *, deferring: b
             members = buckets.members_of(second, *distinct_keys(plan.keys))
             rows = bucket_rows(plan.bearing_ids, plan.keys)
             groups = bucket_groups(*(np.concatenate([m, n]) for m, n in zip(members, rows, strict=True)))
+            # Hot groups are linked in the turn (``pairing``), against the classes there then.
+            groups = pairing.small_groups(groups)
             parts = candidate_parts(groups, first_new=plan.first_new, budget=JUDGED_AHEAD)
             cand = next(parts, None)
             # More candidates than that: judged in the batch's turn, in parts, not held here.

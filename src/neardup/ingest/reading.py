@@ -12,14 +12,11 @@ import sys
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Executor, Future
 
-from neardup.core.sketch import Sketch, Sketcher
+from neardup.core.sketch import SKETCH_THREADS, Sketch, Sketcher
 from neardup.ingest.plan import Batch
-from neardup.ingest.stages import stage, submit, timed
 from neardup.records import Record, documents
+from neardup.stages import stage, submit, timed
 
-# Threads that sketch a batch: the shingle and MinHash kernels and the content hashing release the
-# GIL, so a second thread uses the core the database leaves idle between statements.
-SKETCH_THREADS = 2
 # Batch sizes from which an ingest starts with smaller batches (``batch_sizes``): below it the
 # ramp would buy little, and a batch is exactly the size asked for.
 RAMP_FROM = 8_192
@@ -49,9 +46,12 @@ class Upcoming:
         sketcher: Sketcher,
         reader: Executor,
         pool: Executor,
+        numbers: Iterator[int] | None = None,
     ) -> None:
-        """``batch_size`` None: every record in one batch."""
+        """``batch_size`` None: every record in one batch. ``numbers``: the document id of each
+        record in turn (``Batch.numbers``), read as the records are."""
         self._checked = documents(records)
+        self._numbers = numbers
         self._sizes = batch_sizes(sys.maxsize, ramp=False) if batch_size is None else batch_sizes(batch_size)
         self._read_so_far = 0
         self._sketcher, self._reader, self._pool = sketcher, reader, pool
@@ -70,7 +70,9 @@ class Upcoming:
     @stage("worker: read and check records")
     def _read(self) -> Batch:
         """Read and check the next batch (on the reading thread)."""
-        batch = Batch.of(list(itertools.islice(self._checked, next(self._sizes))), self._read_so_far)
+        docs = list(itertools.islice(self._checked, next(self._sizes)))
+        numbers = None if self._numbers is None else list(itertools.islice(self._numbers, len(docs)))
+        batch = Batch.of(docs, self._read_so_far, numbers)
         self._read_so_far += len(batch)
         return batch
 

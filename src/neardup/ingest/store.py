@@ -3,28 +3,23 @@ pairs and clusters written, orphans dropped, and every bucket and pair computed 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from neardup.core.candidates import bucket_groups, candidate_parts
 from neardup.core.cluster_ids import ALONE, NEW, SHOWN, ClusterChanges, decide_clusters
 from neardup.core.components import component_labels
 from neardup.core.distinct import distinct
 from neardup.core.fingerprints import fingerprints_of
 from neardup.core.lsh import bucket_rows
-from neardup.core.minhash import empty_rows
 from neardup.core.params import Params
 from neardup.core.sketch import Sketch
 from neardup.errors import CollectionNotFoundError
-from neardup.ingest import verification
 from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import Batch, BatchPlan
-from neardup.ingest.stages import stage
-from neardup.ingest.verification import Verified
+from neardup.stages import stage
 from neardup.storage import buckets, catalog, contents, fingerprints, statistics, verified_pairs
 from neardup.storage import documents as document_rows
 from neardup.storage.scope import Scope
+from neardup.verification import Verified
 
 # Similarity methods stored with each pair.
 EXACT, ESTIMATE = "exact", "estimate"
@@ -131,6 +126,29 @@ def withdraw(ctx: BatchContext, content_ids: list[int], written: BatchPlan, with
     contents.delete(ctx.scope, content_ids)
 
 
+def copy_pairs(ctx: BatchContext, found: Verified) -> None:
+    """Store verified pairs (as content_a < content_b), leaving clusters to the caller."""
+    if found.left.size:
+        left, right = np.minimum(found.left, found.right), np.maximum(found.left, found.right)
+        _copy_pairs(ctx, left, right, found.similarity)
+
+
+@stage("merge clusters")
+def join_clusters(ctx: BatchContext, nodes: np.ndarray, component: np.ndarray, new_ids: np.ndarray) -> None:
+    """Settle the clusters a batch joined: ``nodes`` are cluster labels (a new content's is its
+    id, one of ``new_ids``), ``component`` a label of each one's component now. None can split."""
+    joined = np.unique(component, return_counts=True)
+    many = joined[0][joined[1] > 1]
+    keep = np.isin(component, many)
+    nodes, component = nodes[keep], component[keep]
+    if nodes.size == 0:
+        return
+    new = np.isin(nodes, new_ids)
+    ctx.feed.clusters_changed(
+        settle_clusters(ctx.scope, nodes, component, rank=ranks(ctx.scope, nodes, component, new))
+    )
+
+
 def store_pairs(ctx: BatchContext, found: Verified, new_ids: np.ndarray | None = None) -> None:
     """Store verified pairs and join the clusters they connect (``new_ids``: the batch's new
     contents, which join clusters rather than merge them; see ``settle_clusters``)."""
@@ -161,10 +179,10 @@ def _merge_clusters(
     nodes = distinct(label_of)
     component = component_labels(nodes, la, lb)
     new = np.isin(nodes, new_ids) if new_ids is not None else None
-    return settle_clusters(scope, nodes, component, rank=_ranks(scope, nodes, component, new))
+    return settle_clusters(scope, nodes, component, rank=ranks(scope, nodes, component, new))
 
 
-def _ranks(scope: Scope, old: np.ndarray, component: np.ndarray, new: np.ndarray | None) -> np.ndarray:
+def ranks(scope: Scope, old: np.ndarray, component: np.ndarray, new: np.ndarray | None) -> np.ndarray:
     """Each node's rank for ``decide_clusters``: NEW for ``new`` ones; of the others, where two or
     more old clusters meet in one component, SHOWN for those of two or more documents and ALONE
     for the rest (read only there: elsewhere the rank decides nothing)."""
@@ -203,62 +221,6 @@ def settle_clusters(
     return changes
 
 
-@stage("drop orphaned contents")
-def drop_orphans(ctx: BatchContext, content_ids: Sequence[int]) -> list[int]:
-    """Delete contents no document points at any more (with buckets, signatures, pairs) and
-    recompute the clusters they were in, which may have split."""
-    if not content_ids:
-        return []
-    scope = ctx.scope
-    orphan_ids, clusters_hit = contents.orphans(scope, sorted(set(content_ids)))
-    if not orphan_ids:
-        return []
-    ids, sigs = contents.signatures(scope, orphan_ids, ctx.config.params.num_perm)
-    buckets.delete(scope, *bucket_rows(ids, ctx.sketcher.band_keys(sigs)))
-    if ctx.config.params.neighbours:
-        fingerprints.delete(scope, orphan_ids)
-    contents.delete(scope, orphan_ids)
-    members, old = contents.cluster_members(scope, sorted(set(clusters_hit)))
-    if members.size:
-        left, right = verified_pairs.among(scope, members.tolist())
-        ctx.feed.clusters_changed(
-            settle_clusters(scope, old, component_labels(members, left, right), members)
-        )
-    return orphan_ids
-
-
-def reband(ctx: BatchContext) -> None:
-    """Re-bucket every content from its stored signature and recompute all pairs and clusters
-    (clusters keep their ids as ``settle_clusters`` decides)."""
-    scope = ctx.scope
-    everyone, old = contents.all_labels(scope)
-    ids, sigs = contents.signatures(scope, None, ctx.config.params.num_perm)
-    bearing = ~empty_rows(sigs) if ids.size else np.zeros(0, dtype=bool)
-    ids, sigs = ids[bearing], sigs[bearing]
-    verified_pairs.delete_all(scope)
-    buckets.truncate(scope)
-    buckets.drop_index(scope)
-    if ids.size:
-        buckets.insert(scope, *bucket_rows(ids, ctx.sketcher.band_keys(sigs)))
-    if ctx.config.params.neighbours:
-        _refingerprint(ctx, ids)
-    groups = bucket_groups(*buckets.shared_buckets(scope))
-    buckets.create_index(scope, ctx.config.params.neighbours)
-    # In parts, so that memory follows none of a hot bucket's pairs: each part's pairs are stored
-    # and folded into the components so far (``component``: each content's smallest member).
-    component = everyone.copy()
-    for cand in candidate_parts(groups, first_new=0):
-        found = verification.verify_pairs(scope, ctx.config, ctx.sketcher, cand, None, None)
-        left, right = np.minimum(found.left, found.right), np.maximum(found.left, found.right)
-        _copy_pairs(ctx, left, right, found.similarity)
-        if left.size:
-            nodes = distinct(component)
-            at_left, at_right = np.searchsorted(everyone, left), np.searchsorted(everyone, right)
-            merged = component_labels(nodes, component[at_left], component[at_right])
-            component = merged[np.searchsorted(nodes, component)]
-    settle_clusters(scope, old, component, everyone, _ranks(scope, old, component, None))
-
-
 def restore_clusters(ctx: BatchContext, counter_before: int) -> None:
     """After a rebuild wrote every stashed document again (new contents, each labelled by its new
     id): give each cluster the id its documents' cluster had before, as ``settle_clusters``
@@ -275,18 +237,3 @@ def restore_clusters(ctx: BatchContext, counter_before: int) -> None:
     # Documents of one content are in one component, so they agree on its id.
     first = np.unique(content_ids, return_index=True)[1]
     contents.set_labels(ctx.scope, content_ids[first].tolist(), changes.labels[first].tolist())
-
-
-# Contents whose texts a re-band reads and fingerprints at a time.
-_REFINGERPRINT_BATCH = 10_000
-
-
-@stage("fingerprints from the stored texts")
-def _refingerprint(ctx: BatchContext, ids: np.ndarray) -> None:
-    """Fingerprint every stored content ``ids`` again from its text (a re-band truncated them)."""
-    for start in range(0, ids.size, _REFINGERPRINT_BATCH):
-        chunk = ids[start : start + _REFINGERPRINT_BATCH].tolist()
-        texts = document_rows.texts(ctx.scope, chunk)
-        shingled = ctx.sketcher.shingles([texts[i] for i in chunk], unique=False)
-        at, fp = fingerprints_of((shingled,), np.arange(len(chunk), dtype=np.int64), ctx.config.params.k)
-        fingerprints.insert(ctx.scope, np.asarray(chunk, dtype=np.int64)[at], fp)

@@ -20,31 +20,25 @@ from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
-import numpy as np
-import numpy.typing as npt
-
-from neardup.config import IndexConfig
+from neardup.config import DEFAULT_BATCH_SIZE, IndexConfig
 from neardup.core.lsh import bucket_rows
 from neardup.core.sketch import Sketch, Sketcher
 from neardup.errors import InputError, ParamsError
-from neardup.ingest import hot_pairs, prework, store, verification
+from neardup.ingest import pairing, prework, relink, store
 from neardup.ingest.ahead import WritingAhead
 from neardup.ingest.context import BatchContext, Connections, on
 from neardup.ingest.members import Deferral, Members, choose, probe_early
 from neardup.ingest.plan import Batch, BatchPlan
 from neardup.ingest.prework import Prework, Verdicts
 from neardup.ingest.reading import Upcoming
-from neardup.ingest.result import AddResult
-from neardup.ingest.stages import NO_CLOCK, StageClock, stage, submit, timed, timing
+from neardup.ingest.sources import batch_sources
 from neardup.records import Record, documents
+from neardup.result import AddResult
+from neardup.stages import NO_CLOCK, StageClock, stage, submit, timed, timing
 from neardup.storage import buckets, catalog, fingerprints
 from neardup.storage import documents as document_rows
 from neardup.storage.connect import Connection, transaction, translated
 from neardup.storage.scope import Scope
-
-# Documents per transaction in add(): large enough that COPY and the set-based statements
-# dominate, small enough that a batch's shingles and signatures stay in a few hundred MB.
-DEFAULT_BATCH_SIZE = 50_000
 
 Finish = Callable[[Connection], None]
 """What ``sync`` runs on its connection just before its transaction commits."""
@@ -61,11 +55,19 @@ SETTLE_AFTER = 10_000
 class Writer:
     """Writes one collection on the index's connection; a second connection probes buckets."""
 
-    def __init__(self, conn: Connection, url: str, scope: Scope, name: str, config: IndexConfig) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        url: str,
+        scope: Scope,
+        name: str,
+        config: IndexConfig,
+        connections: Connections | None = None,
+    ) -> None:
         self._scope, self.name = on(scope, conn), name
         self.config = config
         self.sketcher = Sketcher(config.params)
-        self._connections = Connections(url, self._scope)
+        self._connections = Connections(url, self._scope) if connections is None else connections
         self._deferral = Deferral()
 
     def close(self) -> None:
@@ -90,11 +92,14 @@ class Writer:
         progress: Callable[[AddResult], None] | None = None,
         clock: StageClock = NO_CLOCK,
         concurrent: bool = False,
+        numbers: Iterator[int] | None = None,
     ) -> AddResult:
         """Check, sketch and write ``records``, ``batch_size`` per transaction (None: all in one;
         see ``Index.add``); ``clock`` gets the time of each stage. ``concurrent``: other writers add
         to the collection meanwhile, so each batch probes and verifies before its turn at the lock
-        (``prework``)."""
+        (``prework``). ``numbers``: the document id of each record in turn, taken ahead in input
+        order (``catalog.reserve_documents``), so that the earliest in the input is the earliest
+        stored whichever writer commits first."""
         if batch_size is not None and (
             isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
         ):
@@ -107,7 +112,7 @@ class Writer:
             ThreadPoolExecutor(max_workers=2, thread_name_prefix="neardup-add") as pool,
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="neardup-ahead") as ahead_pool,
         ):
-            upcoming = Upcoming(records, batch_size, self.sketcher, reader, pool)
+            upcoming = Upcoming(records, batch_size, self.sketcher, reader, pool, numbers)
             ahead = None
             if not (concurrent or self._scope.distributed):
                 ahead = WritingAhead(ahead_pool, self._connections, upcoming, self._context())
@@ -187,7 +192,7 @@ class Writer:
             ctx = self._context()
             ctx.feed.begin(ctx.scope, store.lock(ctx), wanted)
             found, content_ids = document_rows.delete_by_external_id(ctx.scope, wanted)
-            store.drop_orphans(ctx, content_ids)
+            relink.drop_orphans(ctx, content_ids)
             ctx.feed.end(ctx.scope)
             catalog.touch(ctx.scope)
         return len(found)
@@ -219,7 +224,7 @@ class Writer:
                 if config.params.neighbours:
                     fingerprints.prepare(ctx.scope)
                 if rebands:
-                    store.reband(ctx)
+                    relink.reband(ctx)
                 else:
                     self._resketch(ctx, batch_size)
                 ctx.feed.end(ctx.scope, rebuild=True)
@@ -278,7 +283,7 @@ class Writer:
             found = 0
             if wanted:
                 gone, content_ids = document_rows.delete_by_external_id(ctx.scope, wanted)
-                store.drop_orphans(ctx, content_ids)
+                relink.drop_orphans(ctx, content_ids)
                 catalog.touch(ctx.scope)
                 found = len(gone)
             result = AddResult()
@@ -331,7 +336,7 @@ class Writer:
         try:
             if documents_written is not None and ahead is not None and memory is not None:
                 ahead.start(memory, ctx.scope.conn)
-            dropped = store.drop_orphans(ctx, old_contents)
+            dropped = relink.drop_orphans(ctx, old_contents)
             members = choose(
                 self._deferral,
                 plan,
@@ -428,25 +433,16 @@ def _pair(
 ) -> int:
     """Find the new contents' candidate pairs with ``members``, verify them (stored contents read
     on ``reading``; ``verdicts``: pairs judged before the turn, not verified again), store the
-    verified ones and merge clusters; returns how many were stored. The candidates go in parts
-    (``hot_pairs.candidate_parts``), each verified and stored before the next is made, so that a hot bucket
-    (its pairs growing with the square of its size) costs time, never memory."""
+    pairs their clusters need (``pairing``: every one of a cluster under the density bound, a
+    connecting subset of a dense one) and merge clusters; returns how many pairs were stored.
+    Small buckets' candidates go in parts, each verified and stored before the next is made, and
+    hot buckets are linked without enumerating their pairs, so that a hot bucket (its pairs
+    growing with the square of its size) costs neither memory nor the square of its time."""
     if plan.bearing_ids.size == 0:
         return 0
     rows = bucket_rows(plan.bearing_ids, plan.keys)
-    parts = hot_pairs.candidate_parts(ctx, reading, plan, sketch, members.groups(ctx, plan, rows))
-    stored = 0
-    while (cand := _next_part(parts)) is not None:
-        if verdicts:  # prework's batches, never in memory nor beside the COPY
-            found = prework.verify_unjudged(ctx, cand, plan, sketch, verdicts)
-        else:
-            found = verification.verify_pairs(reading, ctx.config, ctx.sketcher, cand, plan, sketch)
-        store.store_pairs(ctx, found, plan.new_ids)
-        stored += int(found.left.size)
+    groups = members.groups(ctx, plan, rows)
+    paired = pairing.pair(groups, plan.first_new, batch_sources(ctx, reading, plan, sketch, verdicts))
+    store.join_clusters(ctx, paired.nodes, paired.component, plan.new_ids)
     members.written(ctx, rows)
-    return stored
-
-
-@stage("candidate pairs")
-def _next_part(parts: Iterator[npt.NDArray[np.int64]]) -> npt.NDArray[np.int64] | None:
-    return next(parts, None)
+    return paired.stored

@@ -6,15 +6,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from neardup import __version__
 from neardup.service import docs, logs, problems, review, routes
-from neardup.service.arenas import cap_arenas
+from neardup.service.arenas import cap_arenas, fix_mmap_threshold
+from neardup.service.auth import context
 from neardup.service.bodies import BodyTooLargeError, read_body, replay
 from neardup.service.context import DEFAULT_MAX_BODY, Context, Settings
 from neardup.service.fast_query import FastQuery
+from neardup.service.longpoll import DEFAULT_MAX_LONGPOLLS
+from neardup.service.metrics import CONTENT_TYPE
+from neardup.service.requests import RequestLog
 
 
 class BodyLimit:
@@ -50,7 +55,7 @@ class BodyLimit:
 
     async def _refuse(self, scope: Scope, send: Send) -> None:
         problem = problems.ProblemError(413, f"the request body is larger than {self.max_bytes:,} bytes")
-        await problem.response()(scope, _no_body, send)
+        await problem.response(Request(scope))(scope, _no_body, send)
 
 
 async def _no_body() -> Message:
@@ -60,6 +65,7 @@ async def _no_body() -> Message:
 def create_app(settings: Settings) -> FastAPI:
     """The service for one database (every collection of its schema)."""
     cap_arenas()  # before the request threads exist: each would take an arena of its own
+    fix_mmap_threshold()  # a request's large arrays go back to the system when freed
     ctx = Context(settings)
 
     @asynccontextmanager
@@ -84,6 +90,18 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(docs.router)
     app.add_middleware(FastQuery, ctx=ctx)  # inside the body limit: added first, it wraps less
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics(request: Request) -> Response:
+        """The service's figures in the Prometheus text format; needs no token, as /healthz (it
+        names no collection, document or token). On the event loop, where the worker threads'
+        figures are read."""
+        return Response(context(request).metrics.exposition(), media_type=CONTENT_TYPE)
+
+    known = [r for router in (routes.router, review.router, docs.router) for r in router.routes]
+    known += [r for r in app.routes if isinstance(getattr(r, "path", None), str)]
+    # Outermost: every request gets its id before anything can answer it, and is counted.
+    app.add_middleware(RequestLog, metrics=ctx.metrics, routes=known, log_lines=settings.log_format == "json")
     return app
 
 
@@ -98,5 +116,8 @@ def app_from_environment() -> Any:
             schema=os.environ.get("NEARDUP_SERVE_SCHEMA", "neardup"),
             auth=os.environ.get("NEARDUP_SERVE_AUTH", "1") == "1",
             max_body_bytes=int(os.environ.get("NEARDUP_SERVE_MAX_BODY", str(DEFAULT_MAX_BODY))),
+            max_longpolls=int(os.environ.get("NEARDUP_SERVE_MAX_LONGPOLLS", str(DEFAULT_MAX_LONGPOLLS))),
+            log_format=os.environ.get("NEARDUP_SERVE_LOG_FORMAT", "text"),
+            embedded_data_dir=os.environ.get("NEARDUP_SERVE_EMBEDDED_DIR") or None,
         )
     )

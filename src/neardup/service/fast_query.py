@@ -4,7 +4,8 @@
 solving and exception layers are a large share of its cost (bench_service.py measures it). This
 layer answers the request itself when everything about it is ordinary: tokens off, or a bearer
 token checked in the last seconds that may read the collection; a JSON body that validates (no
-key repeated); an open index of the collection free at once; a query that succeeds.
+key repeated); a plain similarity query of a text short enough to sketch on the event loop
+(``on_loop``); an open index of the collection free at once; a query that succeeds.
 Anything else (no token, an unknown one, too small a scope, a bad body, a busy or unknown
 collection, an error in the query) goes to the route in ``routes.py`` with the body replayed, so
 every check and every error document stays the route's own. A query changes nothing, so running
@@ -57,6 +58,18 @@ def answer(index: Index, text: str, query: models.Query) -> bytes:
     return json.dumps({"matches": matches}, ensure_ascii=False).encode("utf-8")
 
 
+# The longest text a query may have to be answered on the event loop: sketching a longer one, like a
+# top-k or containment query's fingerprint work, would hold the loop (and every other request, /healthz
+# included) for as long as it takes, so those run in a worker thread.
+ON_LOOP_MAX_CHARS = 65_536
+
+
+def on_loop(query: models.Query) -> bool:
+    """Whether ``query`` is short enough to answer on the event loop: a plain similarity query
+    (no top-k, no containment) of a text up to ``ON_LOOP_MAX_CHARS``."""
+    return query.top_k is None and query.min_containment is None and len(query.text) <= ON_LOOP_MAX_CHARS
+
+
 def text_ok(text: str, what: str) -> str:
     """``text`` if it is valid Unicode (no lone surrogate, which a JSON escape can carry)."""
     try:
@@ -105,6 +118,8 @@ class FastQuery:
             if repeated_key(body) is not None:  # pydantic would keep the last silently
                 return None
             query = models.Query.model_validate_json(body)
+            if not on_loop(query):  # the route answers it in a worker thread
+                return None
             text = text_ok(query.text, "'text'")
             with ctx.indexes.index(name, wait=False) as index:
                 return answer(index, text, query)

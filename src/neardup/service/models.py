@@ -179,6 +179,9 @@ class Cluster(BaseModel):
     cluster: int
     representative: str
     ids: list[str]
+    dense: bool = False
+    """Of ``dense_cluster_size`` distinct texts or more: its stored pairs are a verified subset
+    that connects it; ``/clusters/{cluster}/pairs`` streams every pair."""
 
 
 class ClusterPage(BaseModel):
@@ -203,6 +206,8 @@ class Change(BaseModel):
     jaccard: float | None = None
     cluster: int | None = None
     clusters: list[int] | None = None
+    dense: bool | None = None
+    """For a cluster's change: whether the cluster is dense (its stored pairs a connecting subset)."""
 
 
 class Changes(BaseModel):

@@ -47,6 +47,7 @@ class IndexPool:
         self._generation: dict[str, int] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._in_use = 0
 
     @contextmanager
     def index(self, name: str, *, wait: bool = True) -> Iterator[Index]:
@@ -57,6 +58,8 @@ class IndexPool:
             slots = self._slots.setdefault(name, threading.BoundedSemaphore(self._size))
         if not slots.acquire(blocking=wait):
             raise BusyError(name)
+        with self._lock:
+            self._in_use += 1
         try:
             with self._lock:
                 idle = self._idle.get(name)
@@ -85,6 +88,8 @@ class IndexPool:
                 for closing in evicted:
                     closing.close()
         finally:
+            with self._lock:
+                self._in_use -= 1
             slots.release()
 
     def _evict(self) -> list[Index]:
@@ -101,6 +106,11 @@ class IndexPool:
         """How many indexes are open between requests (each with its connection)."""
         with self._lock:
             return len(self._recent)
+
+    def sizes(self) -> tuple[int, int]:
+        """How many indexes requests use now, and how many are open between requests."""
+        with self._lock:
+            return self._in_use, len(self._recent)
 
     def _open(self, name: str, slots: threading.BoundedSemaphore) -> Index:
         """A new Index of ``name``. When there is no such collection its slots go too (unless an index

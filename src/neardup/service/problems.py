@@ -17,6 +17,7 @@ from starlette.requests import ClientDisconnect
 from neardup.errors import (
     ChangesFeedError,
     ChangesGoneError,
+    ClusterNotFoundError,
     CollectionExistsError,
     CollectionNotFoundError,
     DatabaseConnectionError,
@@ -29,6 +30,7 @@ from neardup.errors import (
     TextNotStoredError,
 )
 from neardup.service import html
+from neardup.service.requests import request_id
 
 MEDIA_TYPE = "application/problem+json"
 log = logging.getLogger("neardup.service")
@@ -36,6 +38,7 @@ log = logging.getLogger("neardup.service")
 # (error class, status), first match wins; anything else is a 500 with a generic detail.
 _STATUSES: tuple[tuple[type[NeardupError], int], ...] = (
     (CollectionNotFoundError, 404),
+    (ClusterNotFoundError, 404),
     # A `since` older than the changes feed keeps: gone, the client must list the collection again.
     (ChangesGoneError, 410),
     (ChangesFeedError, 409),
@@ -86,6 +89,8 @@ class ProblemError(Exception):
         }
         if request is not None:
             body["instance"] = request.url.path
+            if (rid := request_id(request.scope)) is not None:
+                body["request_id"] = rid  # the request's log line says the same
         headers = self.headers
         if self.status == 503:
             headers = {"Retry-After": str(RETRY_AFTER_SECONDS), **(headers or {})}
@@ -124,10 +129,20 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(NeardupError)
     async def on_neardup(request: Request, exc: NeardupError) -> Response:
         problem = from_error(exc)
+        rid = request_id(request.scope)
         if problem.status == 503:  # the detail the client was not told, without a traceback
-            log.warning("%s %s: %s: %s", request.method, request.url.path, UNAVAILABLE, exc)
+            log.warning(
+                "%s %s: %s: %s", request.method, request.url.path, UNAVAILABLE, exc, extra={"request_id": rid}
+            )
         elif problem.status >= 500:
-            log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
+            log.error(
+                "%s %s failed: %s",
+                request.method,
+                request.url.path,
+                exc,
+                exc_info=exc,
+                extra={"request_id": rid},
+            )
         return problem.response(request)
 
     @app.exception_handler(HTTPException)
@@ -153,7 +168,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def on_anything(request: Request, exc: Exception) -> Response:
-        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        rid = request_id(request.scope)
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc, extra={"request_id": rid})
         return ProblemError(500, "the server could not complete the request; the error was logged").response(
             request
         )

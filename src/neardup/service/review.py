@@ -176,7 +176,7 @@ def index_page(request: Request, who: Annotated[Principal, Depends(reviewer("rea
     db = context(request).db
     rows = db.collections(counts=False)
     names = [c.name for c in rows if who.collection is None or who.collection == c.name]
-    counts = {n: db.review(n).counts() for n in names}
+    counts = db.review_counts(names)
     advice = {n: db.labels.advise(n) for n in names}
     return _page(request, "home.html", who=who, names=names, counts=counts, advice=advice)
 
@@ -230,6 +230,7 @@ def cluster_page(
         who=who,
         name=here.name,
         cluster=cluster,
+        dense=here.dense_size(cluster),
         members=members[:MEMBERS_SHOWN],
         more_members=len(members) > MEMBERS_SHOWN,
         pairs=pairs,

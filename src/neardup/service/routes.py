@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
@@ -20,7 +21,8 @@ from neardup.records import Document, documents
 from neardup.service import models
 from neardup.service.auth import Principal, context, require
 from neardup.service.bodies import StrictJSONRoute, repeated_key
-from neardup.service.fast_query import answer, text_ok
+from neardup.service.fast_query import answer, on_loop, text_ok
+from neardup.service.longpoll import wait_for_changes
 from neardup.service.pools import BusyError
 from neardup.service.problems import MEDIA_TYPE, UNAVAILABLE, ProblemError
 from neardup.strict_json import DuplicateKeyError, loads
@@ -254,6 +256,7 @@ async def add_documents(request: Request, name: str, who: Write) -> dict[str, in
         records = _records(body, request.headers.get("content-type", ""))
         with ctx.indexes.index(name) as index:
             r = index.add(records, batch_size=None)  # the request is one transaction
+        ctx.metrics.written(r.added, r.replaced, 0, r.new_pairs)
         return {
             "added": r.added,
             "replaced": r.replaced,
@@ -289,8 +292,10 @@ def get_document(request: Request, name: str, doc_id: str, who: Read) -> dict[st
 def delete_document(request: Request, name: str, doc_id: str, who: Write) -> Response:
     """Remove a document with its pairs."""
     _text_ok(doc_id, "the id", stored=True)
-    with context(request).indexes.index(name) as index:
+    ctx = context(request)
+    with ctx.indexes.index(name) as index:
         found = index.remove([doc_id])
+    ctx.metrics.written(0, 0, found, 0)
     if not found:
         raise ProblemError(404, f"no document {doc_id!r:.200} in collection {name!r}")
     return Response(status_code=204)
@@ -322,13 +327,16 @@ async def query(request: Request, name: str, who: Read) -> Response:
             return Response(answer(index, text, body), media_type="application/json")
 
     # Ordinary queries are answered before they get here (fast_query.py); those that come here
-    # answer the same way. A query is short: with an open index free at once it runs on the event
-    # loop, since the hop to a worker thread and back is a large share of its cost (measured in
-    # bench_service.py); otherwise it waits for one in a worker thread.
-    try:
-        return run(wait=False)
-    except BusyError:
-        return await run_in_threadpool(run, True)
+    # answer the same way. A plain query of a short text is short: with an open index free at once
+    # it runs on the event loop, since the hop to a worker thread and back is a large share of its
+    # cost (measured in bench_service.py). Anything longer (top-k, containment, a long text) or
+    # waiting for an index runs in a worker thread, so that the loop keeps answering others.
+    if on_loop(body):
+        try:
+            return run(wait=False)
+        except BusyError:
+            pass
+    return await run_in_threadpool(run, True)
 
 
 @router.post(
@@ -435,7 +443,8 @@ def list_clusters(
         rows = rows[:limit]
         return {
             "clusters": [
-                {"cluster": c.cluster, "representative": c.representative, "ids": c.ids} for c in rows
+                {"cluster": c.cluster, "representative": c.representative, "ids": c.ids, "dense": c.dense}
+                for c in rows
             ],
             "next": _cursor([rows[-1].representative]) if more else None,
         }
@@ -445,7 +454,12 @@ def list_clusters(
         while True:
             batch = here.clusters_page(last, DEFAULT_PAGE)
             for c in batch:
-                yield {"cluster": c.cluster, "representative": c.representative, "ids": c.ids}
+                yield {
+                    "cluster": c.cluster,
+                    "representative": c.representative,
+                    "ids": c.ids,
+                    "dense": c.dense,
+                }
             if len(batch) < DEFAULT_PAGE:
                 return
             last = batch[-1].representative
@@ -453,10 +467,33 @@ def list_clusters(
     return StreamingResponse(_ndjson(stream()), media_type=NDJSON)
 
 
+def _cluster_json(c: Any) -> dict[str, Any]:
+    return {"cluster": c.cluster, "representative": c.representative, "ids": c.ids, "dense": c.dense}
+
+
+@router.get("/v1/collections/{name}/clusters/{cluster}/pairs", responses=_LISTING)
+def cluster_pairs(
+    request: Request, name: str, cluster: int, who: Read, min_jaccard: MinJaccard = None
+) -> Any:
+    """Every pair of one cluster (id_a, id_b, jaccard) as NDJSON, verified when read: a dense
+    cluster stores only a verified subset of its pairs that connects it, and this gives them all.
+    Quadratic in the cluster's size (a cluster of k near-copies has about k²/2 pairs)."""
+    ctx = context(request)
+    with ctx.indexes.index(name) as index:
+        rows = index.cluster_pairs(cluster, min_jaccard)
+        first = next(rows, None)  # a cluster that is not there is a 404, before the stream starts
+    head = [] if first is None else [first]
+    return StreamingResponse(
+        _ndjson({"id_a": a, "id_b": b, "jaccard": j} for a, b, j in itertools.chain(head, rows)),
+        media_type=NDJSON,
+    )
+
+
 # -- the changes feed -----------------------------------------------------------------------------
 
-# Milliseconds a longpoll waits unless ``timeout`` says otherwise, and the most it may say: each
-# waiting request holds a worker thread and a connection of its own (storage/changes.py, wait).
+# Milliseconds a longpoll waits unless ``timeout`` says otherwise, and the most it may say. A
+# waiting longpoll holds no worker thread and no connection (longpoll.py); how many may wait at
+# once is bounded by `neardup serve --max-longpolls`.
 DEFAULT_LONGPOLL_MS, MAX_LONGPOLL_MS = 30_000, 60_000
 
 
@@ -469,7 +506,7 @@ DEFAULT_LONGPOLL_MS, MAX_LONGPOLL_MS = 30_000, 60_000
         410: {"description": "changes after 'since' are no longer kept", "content": {MEDIA_TYPE: {}}},
     },
 )
-def list_changes(
+async def list_changes(
     request: Request,
     name: str,
     who: Read,
@@ -480,9 +517,14 @@ def list_changes(
 ) -> dict[str, Any]:
     """Writes to the collection numbered after ``since``, in commit order, with the ``since`` to
     ask with next (``last_seq``); ``feed=longpoll`` waits up to ``timeout`` milliseconds for a
-    first one. 410 when some after ``since`` are no longer kept."""
-    wait = timeout / 1000 if feed == "longpoll" else 0.0
-    page = context(request).db.changes(name, since, limit=limit, timeout=wait)
+    first one (503 with Retry-After when the server has as many longpolls waiting as it takes).
+    410 when some after ``since`` are no longer kept."""
+    ctx = context(request)
+    if feed == "longpoll" and timeout > 0:
+        async with ctx.longpolls.slot():
+            page = await wait_for_changes(ctx.db, name, since, limit, timeout / 1000, request.is_disconnected)
+    else:
+        page = await run_in_threadpool(ctx.db.changes, name, since, limit=limit)
     return {"results": [c.to_dict() for c in page.changes], "last_seq": page.last_seq}
 
 

@@ -175,11 +175,12 @@ def truncate(scope: Scope) -> None:
 
 
 def lookup(
-    scope: Scope, keys: npt.NDArray[np.int64], with_text: bool, num_perm: int
+    scope: Scope, keys: npt.NDArray[np.int64], with_text: bool, num_perm: int, most: int | None = None
 ) -> tuple[list[tuple[Any, ...]], npt.NDArray[np.uint32]]:
     """Contents sharing a bucket with the keys (one per band): (content, text, ids) each, the ids
     in no particular order, the text any one of the content's documents'; and their signatures,
-    one row each.
+    one row each. With ``most``, at most that many contents, any of them (buckets of a dense
+    cluster hold its near-copies by the thousand).
 
     On one server, one join of the candidates with their signatures (a prepared statement). On a
     distributed collection the candidates are found on the buckets' shards first (a CTE Citus runs
@@ -204,12 +205,14 @@ def lookup(
         "c": scope.collection_id,
         "bands": Int2s(np.arange(keys.shape[0], dtype=np.int16)),
         "keys": Int8s(keys),
+        "most": most,
     }
+    cap = " LIMIT %(most)s" if most is not None else ""
     if scope.distributed:
         query = (
             "WITH c AS MATERIALIZED (SELECT DISTINCT b.content_id "
             "FROM unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket) JOIN {buckets_p} b "
-            "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket) "
+            f"ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket{cap}) "
             f"{columns}FROM {{signatures_p}} s "
             "WHERE s.collection_id = %(c)s AND s.content_id IN (SELECT content_id FROM c)"
         )
@@ -221,7 +224,7 @@ def lookup(
             f"{columns}FROM (SELECT DISTINCT b.content_id FROM {{buckets_p}} b "
             "WHERE b.collection_id = %(c)s AND b.band = ANY(%(bands)s::int2[]) "
             "AND b.bucket = ANY(%(keys)s::int8[]) "
-            "AND b.band + 1 = ANY(array_positions(%(keys)s::int8[], b.bucket))) c "
+            f"AND b.band + 1 = ANY(array_positions(%(keys)s::int8[], b.bucket)){cap}) c "
             "JOIN {signatures_p} s ON s.collection_id = %(c)s AND s.content_id = c.content_id"
         )
     cursor = scope.binary_cursor()

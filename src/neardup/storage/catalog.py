@@ -80,16 +80,32 @@ def reserve(scope: Scope, count: int) -> int:
     """Take ``count`` consecutive content ids for the collection and return the first. On an
     autocommit connection the ids are taken at once and for good, whoever holds the writer lock
     (a batch that fails leaves a gap, never a reused id); inside a transaction, until it ends."""
+    return _take(scope, "next_content_id", count)
+
+
+def _take(scope: Scope, counter: str, count: int) -> int:
+    """Move the collection's ``counter`` column on by ``count``; returns where it stood."""
     row = scope.conn.execute(
         scope.sql(
-            "UPDATE {s}.collections SET next_content_id = next_content_id + %s "
-            "WHERE collection_id = %s RETURNING next_content_id - %s"
+            f"UPDATE {{s}}.collections SET {counter} = {counter} + %s "
+            f"WHERE collection_id = %s RETURNING {counter} - %s"
         ),
         (count, scope.collection_id, count),
     ).fetchone()
     if row is None:
-        raise InternalError(f"collection {scope.collection_id} has no row to reserve ids from")
+        raise InternalError(f"collection {scope.collection_id} has no row to take {counter} from")
     return int(row[0])
+
+
+def reserve_documents(scope: Scope, name: str, count: int) -> int:
+    """Take ``count`` consecutive document ids for collection ``name`` and return the first, in a
+    transaction of its own under the writer lock (a writer reads the counter in its turn and
+    stores it after, so the counter moves only there). Ids taken so are for the caller to hand
+    out (``ingest.parallel``); a batch written with them leaves the counter as it is."""
+    with scope.conn.transaction():
+        if get(scope, name, lock=True) is None:
+            raise InternalError(f"collection {name!r} has no row to reserve document ids from")
+        return _take(scope, "next_doc_id", count)
 
 
 def reserve_past(scope: Scope, counter: int) -> None:

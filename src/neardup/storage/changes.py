@@ -32,6 +32,7 @@ from typing import Any
 
 from neardup.config import MAX_RETENTION_HOURS
 from neardup.errors import ChangesFeedError, ChangesGoneError, CollectionNotFoundError, ParamsError
+from neardup.storage import pair_list
 from neardup.storage.binary import Int8s
 from neardup.storage.connect import connect, translated
 from neardup.storage.scope import Scope
@@ -65,11 +66,15 @@ class Change:
     jaccard: float | None = None
     cluster: int | None = None
     clusters: list[int] | None = None
+    dense: bool | None = None
+    """For a cluster's change: whether it concerns a dense cluster (merged: the one kept has the
+    collection's ``dense_cluster_size`` contents or more after the write; split: its parts have
+    them together), whose stored pairs are a connecting subset of its pairs."""
 
     def to_dict(self) -> dict[str, Any]:
         """The change as JSON takes it (fields that do not apply left out)."""
         out: dict[str, Any] = {"seq": self.seq, "at": self.at.isoformat(), "kind": self.kind}
-        for name in ("id", "id_a", "id_b", "jaccard", "cluster", "clusters"):
+        for name in ("id", "id_a", "id_b", "jaccard", "cluster", "clusters", "dense"):
             if (value := getattr(self, name)) is not None:
                 out[name] = value
         return out
@@ -102,8 +107,35 @@ CROSS JOIN LATERAL (
 ) e
 JOIN {documents_p} o ON o.collection_id = %(c)s AND o.content_id = e.other AND o.external_id <> d.external_id
 """
-# Every pair of the collection (a rebuild changes any of them).
-_ALL_PAIRS = "SELECT id_a AS a, id_b AS b, similarity AS sim FROM {s}.pair_list WHERE collection_id = %(c)s"
+# The same on a distributed collection, where Citus cannot join the touched documents to the rows
+# of each one's contents (the lateral subquery above): their contents, the other ends of those
+# contents' pairs, then the documents of those, each a step Citus runs where the rows live.
+_PAIRS_OF_TOUCHED_DISTRIBUTED = """
+WITH tc AS MATERIALIZED (
+    SELECT d.external_id AS id, d.content_id FROM {documents_p} d
+    WHERE d.collection_id = %(c)s AND d.external_id IN (SELECT id FROM neardup_touched)
+), e AS MATERIALIZED (
+    SELECT tc.id, p.content_b AS other, p.similarity AS sim FROM tc
+    JOIN {pairs_p} p ON p.content_a = tc.content_id
+    UNION ALL
+    SELECT tc.id, p.content_a, p.similarity FROM tc JOIN {pairs_p} p ON p.content_b = tc.content_id
+    UNION ALL
+    SELECT tc.id, x.content_id, 1.0::float8 FROM tc
+    JOIN {contents_p} x ON x.content_id = tc.content_id AND x.shingle_count > 0
+), o AS MATERIALIZED (
+    SELECT content_id, external_id FROM {documents_p} WHERE content_id IN (SELECT other FROM e)
+)
+SELECT DISTINCT least(e.id, o.external_id) AS a, greatest(e.id, o.external_id) AS b, e.sim
+FROM e JOIN o ON o.content_id = e.other AND o.external_id <> e.id
+"""
+
+
+def _pairs(scope: Scope, every: bool) -> str:
+    """The statement that lists the pairs (a, b, sim) of the touched documents, or with ``every``
+    of the whole collection (a rebuild changes any of them)."""
+    if every:
+        return f"WITH {pair_list.cte(scope)} SELECT id_a AS a, id_b AS b, similarity AS sim FROM dp"
+    return _PAIRS_OF_TOUCHED_DISTRIBUTED if scope.distributed else _PAIRS_OF_TOUCHED
 
 
 def retention(on: bool | None, hours: int | None) -> timedelta | None:
@@ -142,15 +174,23 @@ def touch(scope: Scope, external_ids: Sequence[str] | None) -> None:
     )
     params = {"c": scope.collection_id, "ids": list(external_ids or ())}
     if external_ids:
+        # On Citus the stored ones are looked up in one step: it runs no subquery that refers to
+        # an element of an array.
+        stored = (
+            "u.id IN (SELECT d.external_id FROM {documents_p} d WHERE d.collection_id = %(c)s "
+            "AND d.external_id = ANY(%(ids)s::text[]))"
+            if scope.distributed
+            else "EXISTS (SELECT 1 FROM {documents_p} d "
+            "WHERE d.collection_id = %(c)s AND d.external_id = u.id)"
+        )
         scope.conn.execute(
             scope.sql(
-                "INSERT INTO neardup_touched SELECT u.id, EXISTS (SELECT 1 FROM {documents_p} d "
-                "WHERE d.collection_id = %(c)s AND d.external_id = u.id) "
+                f"INSERT INTO neardup_touched SELECT u.id, {stored} "
                 'FROM (SELECT DISTINCT u COLLATE "C" AS id FROM unnest(%(ids)s::text[]) AS u) u'
             ),
             params,
         )
-    pairs = _ALL_PAIRS if external_ids is None else _PAIRS_OF_TOUCHED
+    pairs = _pairs(scope, external_ids is None)
     scope.conn.execute(scope.sql(f"CREATE TEMP TABLE neardup_pairs_before ON COMMIT DROP AS {pairs}"), params)
 
 
@@ -158,26 +198,33 @@ def touch(scope: Scope, external_ids: Sequence[str] | None) -> None:
 # cluster splits, cluster merges (in that order, as they happened), numbered after the counter.
 _RECORD = """
 WITH now_pairs AS ({pairs}),
+bound AS (
+    SELECT coalesce((params ->> 'dense_cluster_size')::bigint, 128) AS n
+    FROM {s}.collections WHERE collection_id = %(c)s
+),
 ev AS (
     SELECT 0 AS ord, 'collection.rebuilt' AS kind, NULL::text AS id_a, NULL::text AS id_b,
-           NULL::float8 AS sim, NULL::int8 AS cluster, NULL::int8[] AS clusters
+           NULL::float8 AS sim, NULL::int8 AS cluster, NULL::int8[] AS clusters, NULL::boolean AS dense
     WHERE %(rebuilt)s
     UNION ALL
     SELECT 1, CASE WHEN NOT t.existed THEN 'document.added' WHEN d.doc_id IS NULL THEN 'document.removed'
-                   ELSE 'document.replaced' END, t.id, NULL, NULL, NULL, NULL
-    FROM neardup_touched t LEFT JOIN {documents_p} d ON d.collection_id = %(c)s AND d.external_id = t.id
+                   ELSE 'document.replaced' END, t.id, NULL, NULL, NULL, NULL, NULL
+    FROM neardup_touched t LEFT JOIN {documents_now}
     WHERE t.existed OR d.doc_id IS NOT NULL
     UNION ALL
-    SELECT 2, 'pair.removed', b.a, b.b, NULL, NULL, NULL FROM neardup_pairs_before b
+    SELECT 2, 'pair.removed', b.a, b.b, NULL, NULL, NULL, NULL FROM neardup_pairs_before b
     WHERE NOT EXISTS (SELECT 1 FROM now_pairs n WHERE n.a = b.a AND n.b = b.b)
     UNION ALL
-    SELECT 3, 'pair.added', n.a, n.b, n.sim, NULL, NULL FROM now_pairs n
+    SELECT 3, 'pair.added', n.a, n.b, n.sim, NULL, NULL, NULL FROM now_pairs n
     WHERE NOT EXISTS (SELECT 1 FROM neardup_pairs_before b WHERE b.a = n.a AND b.b = n.b AND b.sim = n.sim)
     UNION ALL
-    SELECT 4, 'cluster.split', NULL, NULL, NULL, s.old, array_agg(DISTINCT s.new ORDER BY s.new)
+    SELECT 4, 'cluster.split', NULL, NULL, NULL, s.old, array_agg(DISTINCT s.new ORDER BY s.new),
+           (SELECT count(*) FROM {contents_p} t WHERE t.cluster_id = ANY(array_agg(s.new)))
+               >= (SELECT n FROM bound)
     FROM unnest(%(split_old)s::int8[], %(split_new)s::int8[]) AS s(old, new) GROUP BY s.old
     UNION ALL
-    SELECT 5, 'cluster.merged', NULL, NULL, NULL, m.new, array_agg(DISTINCT m.old ORDER BY m.old)
+    SELECT 5, 'cluster.merged', NULL, NULL, NULL, m.new, array_agg(DISTINCT m.old ORDER BY m.old),
+           (SELECT count(*) FROM {contents_p} t WHERE t.cluster_id = m.new) >= (SELECT n FROM bound)
     FROM unnest(%(merged_old)s::int8[], %(merged_new)s::int8[]) AS m(old, new) GROUP BY m.new
 ),
 numbered AS (
@@ -188,8 +235,8 @@ bump AS (
     WHERE collection_id = %(c)s RETURNING last_change - (SELECT count(*) FROM numbered) AS base, last_change
 ),
 written AS (
-    INSERT INTO {s}.changes (collection_id, seq, kind, id_a, id_b, similarity, cluster, clusters)
-    SELECT %(c)s, bump.base + numbered.n, kind, id_a, id_b, sim, cluster, clusters FROM numbered, bump
+    INSERT INTO {s}.changes (collection_id, seq, kind, id_a, id_b, similarity, cluster, clusters, dense)
+    SELECT %(c)s, bump.base + numbered.n, kind, id_a, id_b, sim, cluster, clusters, dense FROM numbered, bump
 )
 SELECT last_change - base FROM bump
 """
@@ -206,9 +253,28 @@ def record(
     as they stand now against what ``touch`` noted, ``merged`` (old labels, the label each merged
     into) and ``split`` (a cluster that split, and a label its contents have now, one row each);
     with ``rebuilt``, every pair and one 'collection.rebuilt'. Returns how many were stored."""
-    pairs = _ALL_PAIRS if rebuilt else _PAIRS_OF_TOUCHED
+    pairs, documents_now = (
+        _pairs(scope, rebuilt),
+        "{documents_p} d ON d.collection_id = %(c)s AND d.external_id = t.id",
+    )
+    if scope.distributed:
+        # Citus plans no statement that joins a coordinator's table to a distributed one and
+        # writes: what is stored now is read into temporary tables first.
+        params = {"c": scope.collection_id}
+        for table, query in (
+            ("neardup_pairs_after", pairs),
+            (
+                "neardup_documents_after",
+                "SELECT external_id, doc_id FROM {documents_p} WHERE collection_id = %(c)s "
+                "AND external_id IN (SELECT id FROM neardup_touched)",
+            ),
+        ):
+            scope.conn.execute(f"DROP TABLE IF EXISTS {table}")
+            scope.conn.execute(scope.sql(f"CREATE TEMP TABLE {table} ON COMMIT DROP AS {query}"), params)
+        pairs = "SELECT a, b, sim FROM neardup_pairs_after"
+        documents_now = "neardup_documents_after d ON d.external_id = t.id"
     row = scope.conn.execute(
-        scope.sql(_RECORD.replace("{pairs}", pairs)),
+        scope.sql(_RECORD.replace("{pairs}", pairs).replace("{documents_now}", documents_now)),
         {
             "c": scope.collection_id,
             "rebuilt": rebuilt,
@@ -228,18 +294,34 @@ def record(
 def prune(scope: Scope, retention: timedelta) -> None:
     """Delete the collection's changes older than ``retention`` (from the oldest, up to the first
     kept), and answer no ``since`` before the first one kept. Under the writer lock."""
+    # Three statements, not one with data-modifying subqueries: on a distributed schema Citus plans
+    # no statement that writes both the coordinator's changes and the collections (a reference table).
+    params: dict[str, Any] = {"c": scope.collection_id, "r": retention}
+    row = scope.conn.execute(
+        scope.sql(
+            "SELECT coalesce((SELECT x.seq FROM {s}.changes x WHERE x.collection_id = %(c)s "
+            "AND x.at >= now() - %(r)s ORDER BY x.seq LIMIT 1), %(last)s + 1)"
+        ),
+        {**params, "last": _last_change(scope)},
+    ).fetchone()
+    params["first"] = int(row[0]) if row else 0
+    scope.conn.execute(
+        scope.sql("DELETE FROM {s}.changes WHERE collection_id = %(c)s AND seq < %(first)s"), params
+    )
     scope.conn.execute(
         scope.sql(
-            "WITH first_kept AS (SELECT coalesce((SELECT x.seq FROM {s}.changes x "
-            "WHERE x.collection_id = c.collection_id AND x.at >= now() - %(r)s ORDER BY x.seq LIMIT 1), "
-            "c.last_change + 1) AS seq FROM {s}.collections c WHERE c.collection_id = %(c)s), "
-            "gone AS (DELETE FROM {s}.changes WHERE collection_id = %(c)s "
-            "AND seq < (SELECT seq FROM first_kept)) "
-            "UPDATE {s}.collections SET changes_from = (SELECT seq FROM first_kept) - 1 "
-            "WHERE collection_id = %(c)s AND changes_from < (SELECT seq FROM first_kept) - 1"
+            "UPDATE {s}.collections SET changes_from = %(first)s - 1 "
+            "WHERE collection_id = %(c)s AND changes_from < %(first)s - 1"
         ),
-        {"c": scope.collection_id, "r": retention},
+        params,
     )
+
+
+def _last_change(scope: Scope) -> int:
+    row = scope.conn.execute(
+        scope.sql("SELECT last_change FROM {s}.collections WHERE collection_id = %s"), (scope.collection_id,)
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def set_feed(scope: Scope, on: bool, retention: timedelta | None) -> None:
@@ -287,7 +369,7 @@ def kept(scope: Scope) -> tuple[int, int]:
 
 _PAGE = """
 SELECT c.change_feed, c.changes_from, c.last_change,
-       x.seq, x.at, x.kind, x.id_a, x.id_b, x.similarity, x.cluster, x.clusters
+       x.seq, x.at, x.kind, x.id_a, x.id_b, x.similarity, x.cluster, x.clusters, x.dense
 FROM {s}.collections c
 LEFT JOIN LATERAL (
     SELECT * FROM {s}.changes y WHERE y.collection_id = c.collection_id AND y.seq > %(since)s
@@ -325,13 +407,15 @@ def page(scope: Scope, name: str, since: int, limit: int) -> ChangesPage:
 
 
 def _change(r: tuple[Any, ...]) -> Change:
-    seq, at, kind, id_a, id_b, sim, cluster, clusters = r
+    seq, at, kind, id_a, id_b, sim, cluster, clusters, dense = r
     if kind.startswith("document."):
         return Change(int(seq), at, kind, id=id_a)
     if kind.startswith("pair."):
         return Change(int(seq), at, kind, id_a=id_a, id_b=id_b, jaccard=None if sim is None else float(sim))
     if kind.startswith("cluster."):
-        return Change(int(seq), at, kind, cluster=int(cluster), clusters=[int(c) for c in clusters])
+        return Change(
+            int(seq), at, kind, cluster=int(cluster), clusters=[int(c) for c in clusters], dense=bool(dense)
+        )
     return Change(int(seq), at, kind)
 
 

@@ -118,6 +118,16 @@ def libpq_url(url: str) -> str:
     return _parse(url).render("postgresql", hide_password=False)
 
 
+def libpq_parts(url: str) -> tuple[str, str | None]:
+    """The libpq connection URI without its password, and the password (for PGPASSWORD), so that
+    a program given the URI on its command line shows no secret to other users."""
+    parsed = _parse(url)
+    bare = _Url(
+        parsed.drivername, parsed.username, None, parsed.host, parsed.port, parsed.database, parsed.query
+    )
+    return bare.render("postgresql", hide_password=False), parsed.password
+
+
 def redacted(url: str) -> str:
     """The URL with any password hidden, for messages."""
     try:
@@ -144,10 +154,13 @@ def connect(url: str) -> Connection:
             # A killed client's backend otherwise runs its statement to the end before it notices,
             # holding the collection's lock; with this it aborts within seconds (PostgreSQL 14+).
             # On a Citus coordinator (PostgreSQL 16+), the views' joins of documents by a content
-            # other than their own (pair_list's second document) need repartition joins
-            # (docs/distributed.md); elsewhere the second setting is a placeholder nothing reads.
+            # other than their own (pair_list's second document) need repartition joins, and the
+            # planner settings a transaction sets with SET LOCAL (index_probes, no JIT) are sent
+            # to the workers, which plan the shards' statements (docs/distributed.md); elsewhere
+            # these settings are placeholders nothing reads.
             conn.execute(
-                "SET client_connection_check_interval = '2s'; SET citus.enable_repartition_joins = on"
+                "SET client_connection_check_interval = '2s'; SET citus.enable_repartition_joins = on; "
+                "SET citus.propagate_set_commands = 'local'"
             )
     return conn
 

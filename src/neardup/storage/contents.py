@@ -99,6 +99,18 @@ def bearing_ids(scope: Scope) -> npt.NDArray[np.int64]:
     return np.asarray(row[0], dtype=np.int64)
 
 
+def bearing_among(scope: Scope, content_ids: Sequence[int]) -> list[int]:
+    """Those of the given contents with at least one shingle."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT content_id FROM {contents_p} WHERE collection_id = %s "
+            "AND content_id IN (SELECT unnest(%s::int8[])) AND shingle_count > 0"
+        ),
+        (scope.collection_id, Int8s(content_ids)),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
 def orphans(scope: Scope, content_ids: Sequence[int]) -> tuple[list[int], list[int]]:
     """Those of the given contents that no document points at: (content ids, their cluster ids)."""
     rows = scope.conn.execute(
@@ -140,6 +152,27 @@ def cluster_labels(scope: Scope, content_ids: Sequence[int]) -> dict[int, int]:
         (scope.collection_id, Int8s(content_ids)),
     ).fetchall()
     return {r[0]: r[1] for r in rows}
+
+
+def label_array(scope: Scope, content_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The cluster label of each given content (all stored), in their order."""
+    found = cluster_labels(scope, content_ids.tolist())
+    return np.fromiter((found[i] for i in content_ids.tolist()), dtype=np.int64, count=content_ids.size)
+
+
+def cluster_sizes(scope: Scope, cluster_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """How many contents each given cluster holds (0 for none), in their order."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT cluster_id, count(*) FROM {contents_p} "
+            "WHERE collection_id = %s AND cluster_id IN (SELECT unnest(%s::int8[])) GROUP BY cluster_id"
+        ),
+        (scope.collection_id, Int8s(cluster_ids.tolist())),
+    ).fetchall()
+    found = {r[0]: r[1] for r in rows}
+    return np.fromiter(
+        (found.get(i, 0) for i in cluster_ids.tolist()), dtype=np.int64, count=cluster_ids.size
+    )
 
 
 def cluster_members(

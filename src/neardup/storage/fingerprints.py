@@ -154,6 +154,8 @@ def sharing(
     ``density`` (fingerprints a shingle), those whose count so raised, plus the fingerprints of
     ``own`` that are common, reaches ``share`` of their own expected fingerprints (a stored text
     that much within the text)."""
+    if scope.distributed:
+        return _sharing_in_steps(scope, fingerprint, cap, own, share, slack, large, density, first)
     # No JIT: the plan's estimated cost passes jit_above_cost, but compiling it takes longer than
     # running it.
     scope.conn.execute("SET LOCAL jit = off")
@@ -195,6 +197,92 @@ def sharing(
     return Sharing(ids, shared, sizes, common, used)
 
 
+def _sharing_in_steps(
+    scope: Scope,
+    fingerprint: npt.NDArray[np.int64],
+    cap: int,
+    own: npt.NDArray[np.int64] | None,
+    share: float,
+    slack: float,
+    large: int | None,
+    density: float | None,
+    first: tuple[int, float, float] | None,
+) -> Sharing:
+    """``sharing`` on a distributed collection, the same answer in steps: Citus runs no subquery
+    that refers to a row of an array's elements (``k`` above) or of an earlier step's result, so
+    each step is a statement of its own, Citus spreading it over the shards, and the filters
+    between them run here. The holders of a probe are counted in full (a shard's index-only count
+    of its own), where one server stops one past the cap."""
+    empty = np.empty(0, np.int64)
+    own = empty if own is None else own
+    held_keys, holders = _rows_by(scope, "bucket", fingerprint)
+    # In the probes' order, as one server's statement returns the common ones.
+    order = np.argsort(held_keys, kind="stable")
+    held_keys, holders = held_keys[order], holders[order]
+    used = cap
+    if first is not None:
+        over_first = int(np.count_nonzero((holders > first[0]) & np.isin(held_keys, own)))
+        if over_first + first[2] * np.sqrt(over_first) + 1 < first[1] * own.size:
+            used = first[0]
+    common = held_keys[holders > used]
+    held = int(np.count_nonzero(np.isin(common, own)))
+    counted = held_keys[holders <= used]
+    if counted.size == 0:
+        return Sharing(empty, empty, empty, common, used)
+    ids, shared = _rows_by(scope, "content_id", counted)
+    if ids.size == 0:
+        return Sharing(empty, empty, empty, common, used)
+    raised = shared + slack * np.sqrt(shared) + 1
+    if density is None:
+        # Those whose count could make the share, and those long enough whatever they share.
+        passing = raised >= share * (own.size - held)
+        sized = _sizes(scope, ids[passing], None)
+        if large is not None:
+            sized.update(_sizes(scope, ids[~passing], large))
+        keep = np.asarray([i in sized for i in ids.tolist()], dtype=bool)
+    else:
+        # Those that could lie within: a stored text's count reaches share of its own expected
+        # fingerprints.
+        sized = _sizes(scope, ids, None)
+        size_of = np.asarray([sized.get(i, -1) for i in ids.tolist()], dtype=np.float64)
+        keep = (size_of >= 0) & (raised + held >= share * density * size_of)
+    kept = ids[keep]
+    sizes = np.asarray([sized[i] for i in kept.tolist()], dtype=np.int64)
+    return Sharing(kept, shared[keep], sizes, common, used)
+
+
+def _rows_by(
+    scope: Scope, column: str, keys: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Of the bucket rows under ``keys``: each value of ``column`` (bucket or content_id) and its
+    rows, one statement that each shard answers for its own rows."""
+    with scope.conn.cursor(binary=True) as cur:
+        row = cur.execute(
+            scope.sql(
+                f"SELECT array_agg({column}), array_agg(n) FROM (SELECT {column}, count(*) AS n "
+                f"FROM {{buckets_p}} WHERE bucket = ANY(%s::int8[]) GROUP BY {column}) g"
+            ),
+            (Int8s(keys),),
+        ).fetchone()
+    if row is None or row[0] is None:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.asarray(row[0], dtype=np.int64), np.asarray(row[1], dtype=np.int64)
+
+
+def _sizes(scope: Scope, ids: npt.NDArray[np.int64], at_least: int | None) -> dict[int, int]:
+    """The shingle counts of the contents ``ids`` (of at least ``at_least`` shingles, if given)."""
+    if ids.size == 0:
+        return {}
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT content_id, shingle_count FROM {contents_p} WHERE content_id = ANY(%s::int8[]) "
+            "AND shingle_count >= %s"
+        ),
+        (Int8s(ids), 0 if at_least is None else at_least),
+    ).fetchall()
+    return {int(r[0]): int(r[1]) for r in rows}
+
+
 def signatures(
     scope: Scope, content_ids: npt.NDArray[np.int64], num_perm: int
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32]]:
@@ -218,11 +306,14 @@ def size(scope: Scope) -> tuple[int, int]:
     index, their own deletion and sizes indexes, and what carrying the content costs the bands'
     entries of the lookup index (``create_index``), which a collection without neighbours does not
     pay. Approximate: shares by rows, the bands' extra by the entries' widths."""
+    # On a distributed collection Citus's functions sum the shards on every node (an index too).
+    pg = "citus" if scope.distributed else "pg"
     row = scope.conn.execute(
         scope.sql(
             "SELECT (SELECT count(*) FROM {buckets_p} WHERE band = %s), (SELECT count(*) FROM {buckets_p}), "
-            "pg_total_relation_size(%s::regclass), coalesce(pg_relation_size(to_regclass(%s)), 0), "
-            "coalesce(pg_relation_size(to_regclass(%s)), 0), coalesce(pg_relation_size(to_regclass(%s)), 0)"
+            f"{pg}_total_relation_size(%s::regclass), coalesce({pg}_relation_size(to_regclass(%s)), 0), "
+            f"coalesce({pg}_relation_size(to_regclass(%s)), 0), "
+            f"coalesce({pg}_relation_size(to_regclass(%s)), 0)"
         ),
         (
             FINGERPRINT_BAND,

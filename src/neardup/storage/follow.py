@@ -269,22 +269,25 @@ def rows(
     text_column: str,
     meta_columns: Sequence[str],
     ids: list[str],
-) -> list[tuple[str, str, dict[str, Any] | None]]:
-    """The rows of ``ids`` as they are now, with a text: (id, text, meta of ``meta_columns`` or
-    None). The ids are bound as an array of the id column's own type, so its index finds them."""
+    max_text_length: int,
+) -> list[tuple[str, str | None, int, dict[str, Any] | None]]:
+    """The rows of ``ids`` as they are now, with a text: (id, text, its length in characters, meta
+    of ``meta_columns`` or None); a text longer than ``max_text_length`` is not read (None). The
+    ids are bound as an array of the id column's own type, so its index finds them."""
     meta: sql.Composable = sql.NULL
     if meta_columns:
         meta = sql.SQL("jsonb_build_object({})").format(
             sql.SQL(", ").join(sql.SQL("%s::text, {}").format(sql.Identifier(c)) for c in meta_columns)
         )
     query = sql.SQL(
-        "SELECT {id}::text, {text}::text, {meta} FROM {table} WHERE {id} = ANY(%s) AND {text} IS NOT NULL"
+        "SELECT {id}::text, CASE WHEN length({text}::text) <= %s THEN {text}::text END, "
+        "length({text}::text), {meta} FROM {table} WHERE {id} = ANY(%s) AND {text} IS NOT NULL"
     ).format(
         id=sql.Identifier(id_column), text=sql.Identifier(text_column), meta=meta, table=found.identifier
     )
     # A list of str is sent as an array literal of unknown type, which the server reads as an array
     # of the id column's type.
-    return conn.execute(query, (*meta_columns, ids)).fetchall()
+    return conn.execute(query, (max_text_length, *meta_columns, ids)).fetchall()
 
 
 def dequeue(conn: Connection, schema: str, seqs: list[int]) -> int:

@@ -144,6 +144,14 @@ def labelled_similarities(scope: Scope) -> tuple[list[float], list[bool]]:
     """The labelled pairs that are stored pairs of the scope's collection now: (their similarity,
     whether each was labelled duplicate)."""
     with translated("reading labelled similarities"):
+        # Most collections have none: the labels alone say so, without the view's joins (which on a
+        # distributed collection are statements on every shard).
+        labelled = scope.conn.execute(
+            scope.sql("SELECT EXISTS (SELECT FROM {s}.labels WHERE collection_id = %s)"),
+            (scope.collection_id,),
+        ).fetchone()
+        if not (labelled and labelled[0]):
+            return [], []
         rows = scope.conn.execute(
             scope.sql(
                 "SELECT similarity, label = 'duplicate' FROM {s}.pair_labels "

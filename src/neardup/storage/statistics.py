@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from neardup.errors import InternalError
+from neardup.storage import pair_list
 from neardup.storage.scope import Scope
+
+# The clusters of two or more documents (as ``cluster_list`` has them): grouped by their cluster
+# id where the view numbers every document of the collection in a window, which Citus can run only
+# on the coordinator, after moving every document there.
+CLUSTER_COUNT = (
+    "SELECT count(*) FROM (SELECT t.cluster_id FROM {documents_p} d "
+    "JOIN {contents_p} t ON t.content_id = d.content_id WHERE t.shingle_count > 0 "
+    "GROUP BY t.cluster_id HAVING count(*) > 1) k"
+)
 
 
 def counts(scope: Scope) -> dict[str, int]:
@@ -11,16 +21,16 @@ def counts(scope: Scope) -> dict[str, int]:
     identical pairs (pairs of documents with one text) and clusters (of two or more documents)."""
     row = scope.conn.execute(
         scope.sql(
-            """
-SELECT (SELECT count(*) FROM {documents_p}),
-       (SELECT count(*) FROM {contents_p}),
-       (SELECT count(*) FROM {pairs_p}),
+            f"""
+SELECT (SELECT count(*) FROM {{documents_p}}),
+       (SELECT count(*) FROM {{contents_p}}),
+       (SELECT count(*) FROM {{pairs_p}}),
        (SELECT coalesce(sum(n * (n - 1) / 2), 0) FROM (
-            SELECT count(*) AS n FROM {documents_p} d JOIN {contents_p} t USING (collection_id, content_id)
+            SELECT count(*) AS n FROM {{documents_p}} d
+            JOIN {{contents_p}} t USING (collection_id, content_id)
             WHERE t.shingle_count > 0 GROUP BY d.content_id HAVING count(*) > 1) x),
-       (SELECT count(DISTINCT cluster) FROM {s}.cluster_list WHERE collection_id = %s)"""
+       ({CLUSTER_COUNT})"""
         ),
-        (scope.collection_id,),
     ).fetchone()
     if row is None:
         raise InternalError("the statistics query returned no row")
@@ -28,11 +38,73 @@ SELECT (SELECT count(*) FROM {documents_p}),
     return {k: int(v) for k, v in zip(keys, row, strict=True)}
 
 
+def dense_clusters(scope: Scope) -> list[tuple[int, int, int]]:
+    """(cluster, contents, documents) of each dense cluster (``dense_clusters``), largest first."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT k.cluster, k.contents, count(d.doc_id) FROM {s}.dense_clusters k "
+            "JOIN {contents_p} t ON t.collection_id = k.collection_id AND t.cluster_id = k.cluster "
+            "JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id "
+            "WHERE k.collection_id = %s GROUP BY k.cluster, k.contents ORDER BY 2 DESC, 1"
+        ),
+        (scope.collection_id,),
+    ).fetchall()
+    return [(int(c), int(n), int(m)) for c, n, m in rows]
+
+
+def clusters_of(scope: Scope, external_ids: list[str]) -> dict[str, tuple[int, int]]:
+    """The cluster of each stored document named (by external id) and its contents."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT d.external_id, t.cluster_id, (SELECT count(*) FROM {contents_p} u "
+            "WHERE u.collection_id = t.collection_id AND u.cluster_id = t.cluster_id) "
+            "FROM {documents_p} d JOIN {contents_p} t USING (collection_id, content_id) "
+            "WHERE d.collection_id = %s AND d.external_id = ANY(%s)"
+        ),
+        (scope.collection_id, external_ids),
+    ).fetchall()
+    return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+
+def listed_counts(scope: Scope, collection_ids: list[int]) -> dict[int, dict[str, int]]:
+    """Documents, pairs (stored pairs of distinct texts) and clusters of several collections of the
+    scope's schema, as ``counts`` has them: each a statement that reads the schema's tables once
+    for all of them (on a distributed schema, a statement on every shard however many there are)."""
+    found: dict[int, dict[str, int]] = {
+        c: dict.fromkeys(("documents", "pairs", "clusters"), 0) for c in collection_ids
+    }
+    for what, query in LISTED_COUNTS:
+        for row in scope.conn.execute(scope.sql(query), {"cs": collection_ids}).fetchall():
+            found[int(row[0])][what] = int(row[1])
+    return found
+
+
+LISTED_COUNTS = (
+    (
+        "documents",
+        "SELECT collection_id, count(*) FROM {s}.documents WHERE collection_id = ANY(%(cs)s::int4[]) "
+        "GROUP BY collection_id",
+    ),
+    (
+        "pairs",
+        "SELECT collection_id, count(*) FROM {s}.pairs WHERE collection_id = ANY(%(cs)s::int4[]) "
+        "GROUP BY collection_id",
+    ),
+    (
+        "clusters",
+        "SELECT collection_id, count(*) FROM (SELECT d.collection_id, t.cluster_id FROM {s}.documents d "
+        "JOIN {s}.contents t ON t.collection_id = d.collection_id AND t.content_id = d.content_id "
+        "WHERE d.collection_id = ANY(%(cs)s::int4[]) AND t.shingle_count > 0 "
+        "GROUP BY d.collection_id, t.cluster_id HAVING count(*) > 1) k GROUP BY collection_id",
+    ),
+)
+
+
 def document_pairs(scope: Scope) -> int:
     """Pairs of documents, as the pairs listing (``pair_list``) has them: every pair of documents
     whose texts are a stored pair, and the identical pairs."""
     row = scope.conn.execute(
-        scope.sql("SELECT count(*) FROM {s}.pair_list WHERE collection_id = %s"), (scope.collection_id,)
+        scope.sql(f"WITH {pair_list.cte(scope)} SELECT count(*) FROM dp"), {"c": scope.collection_id}
     ).fetchone()
     return int(row[0]) if row else 0
 

@@ -12,13 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from neardup.config import IndexConfig
+from neardup.core.candidates import bucket_groups, candidate_parts
 from neardup.core.distinct import distinct
+from neardup.core.lsh import bucket_rows
+from neardup.core.minhash import empty_rows
 from neardup.core.ragged import Ragged, concat
 from neardup.core.shingle import distinct_rows
 from neardup.core.sketch import Sketch, Sketcher
@@ -31,8 +34,7 @@ from neardup.core.verify import (
     signature_agreement,
 )
 from neardup.errors import SchemaError
-from neardup.ingest.plan import BatchPlan
-from neardup.ingest.stages import stage
+from neardup.stages import stage
 from neardup.storage import contents, documents
 from neardup.storage.connect import transaction
 from neardup.storage.scope import Scope, export_snapshot, read_snapshot
@@ -54,12 +56,64 @@ Ids = npt.NDArray[np.int64]
 Similarities = npt.NDArray[np.float64]
 
 
+class NewContents(Protocol):
+    """Which contents of a batch are new, and their rows in its sketch (``ingest.plan.BatchPlan``)."""
+
+    @property
+    def new_positions(self) -> Ids: ...
+
+    def slots(self, content_ids: Ids) -> Ids: ...
+
+    def is_new(self, content_ids: Ids) -> npt.NDArray[np.bool_]: ...
+
+
 class Verified(NamedTuple):
     """Verified pairs of content ids and their similarities."""
 
     left: Ids
     right: Ids
     similarity: Similarities
+
+
+def link_floor(config: IndexConfig) -> float:
+    """The signature agreement below which a pair fails without an exact check (``hopeful``), as
+    linking (``core.linking``) applies it to one pair at a time."""
+    return prefilter_floor(config.threshold, config.params.num_perm) if config.store_text else 0.0
+
+
+def signatures_and_sets(
+    scope: Scope,
+    config: IndexConfig,
+    sketcher: Sketcher,
+    ids: Ids,
+    plan: NewContents | None,
+    sketch: Sketch | None,
+) -> tuple[npt.NDArray[np.uint32], Ragged | None]:
+    """The signatures and sorted distinct shingle sets (None where texts are not stored) of contents
+    ``ids`` (sorted, distinct), in their order: the batch's new ones from ``sketch``, the stored
+    ones read on ``scope``."""
+    is_new = plan.is_new(ids) if plan is not None else np.zeros(ids.size, dtype=bool)
+    old, new = ids[~is_new], ids[is_new]
+    rows = plan.new_positions[plan.slots(new)] if plan is not None else np.zeros(0, np.int64)
+    sigs = np.empty((ids.size, config.params.num_perm), dtype=np.uint32)
+    if old.size:
+        sigs[~is_new] = _stored_signatures(scope, old, config.params.num_perm)
+    if new.size and sketch is not None:
+        sigs[is_new] = sketch.signatures[rows]
+    if not config.store_text:
+        return sigs, None
+    parts, order = [], []
+    if old.size:
+        parts.append(sketcher.shingles(_stored_texts(scope, old), unique=True))
+        order.append(np.flatnonzero(~is_new))
+    if new.size and sketch is not None:
+        parts.append(sketch.distinct_shingles(rows))
+        order.append(np.flatnonzero(is_new))
+    if not parts:
+        return sigs, Ragged(np.zeros(0, np.uint32), np.zeros(1, np.int64))
+    sets = concat(*parts)
+    at = np.concatenate(order)
+    return sigs, sets if np.array_equal(at, np.arange(ids.size)) else sets.take(np.argsort(at, kind="stable"))
 
 
 def as_shingled(pairs: int, texts: int) -> bool:
@@ -110,7 +164,7 @@ def verify_pairs(
     config: IndexConfig,
     sketcher: Sketcher,
     cand: Ids,
-    plan: BatchPlan | None,
+    plan: NewContents | None,
     sketch: Sketch | None,
 ) -> Verified:
     """The candidate pairs of content ids whose similarity (exact, or estimated without text)
@@ -143,7 +197,7 @@ def _verify_pairs(
     config: IndexConfig,
     sketcher: Sketcher,
     cand: Ids,
-    plan: BatchPlan | None,
+    plan: NewContents | None,
     sketch: Sketch | None,
 ) -> Verified:
     threshold, num_perm = config.threshold, config.params.num_perm
@@ -204,6 +258,24 @@ def _stored_texts(scope: Scope, ids: Ids) -> list[str]:
 
 
 _exact = stage("verify: shingle sets and exact Jaccard")(exact_similarity)
+
+
+# -- a cluster's complete pairs, on demand ------------------------------------------------------
+
+
+def complete_pairs(
+    scope: Scope, config: IndexConfig, sketcher: Sketcher, content_ids: Ids
+) -> Iterator[Verified]:
+    """Every candidate pair (sharing a bucket) among the stored contents ``content_ids`` whose
+    similarity reaches the threshold, verified now, in parts (``candidates.candidate_parts``): what
+    the pairs table would hold for them if every pair were stored. Quadratic in the contents of a
+    cluster of near-copies, in time (never in memory)."""
+    ids, sigs = contents.signatures(scope, content_ids.tolist(), config.params.num_perm)
+    bearing = ~empty_rows(sigs) if len(ids) else np.zeros(0, dtype=bool)
+    ids, sigs = np.asarray(ids, dtype=np.int64)[bearing], sigs[bearing]
+    groups = bucket_groups(*bucket_rows(ids, sketcher.band_keys(sigs)))
+    for cand in candidate_parts(groups):
+        yield verify_pairs(scope, config, sketcher, cand, None, None)
 
 
 # -- a query's candidates: one text against the stored documents sharing a bucket ---------------

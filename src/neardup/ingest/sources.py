@@ -1,0 +1,65 @@
+"""Where a batch's pairing (``pairing.pair``) reads and how it verifies: the batch's new contents
+from its sketch, the stored ones from the collection (on the connection that reads), verdicts
+judged before the batch's turn kept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup import verification
+from neardup.core.ragged import Ragged
+from neardup.core.sketch import Sketch
+from neardup.ingest import hot_pairs, prework, store
+from neardup.ingest.context import BatchContext
+from neardup.ingest.pairing import Sources
+from neardup.ingest.plan import BatchPlan
+from neardup.ingest.prework import Verdicts
+from neardup.stages import stage
+from neardup.storage import contents
+from neardup.storage.scope import Scope
+
+Ids = npt.NDArray[np.int64]
+
+
+def batch_sources(
+    ctx: BatchContext, reading: Scope, plan: BatchPlan, sketch: Sketch, verdicts: Verdicts | None
+) -> Sources:
+    """A batch's sources: stored contents read on ``reading``, pairs stored and clusters settled on
+    the batch's own connection; ``verdicts``: pairs judged before the turn, not verified again."""
+    config = ctx.config
+
+    def verify(cand: npt.NDArray[np.int64]) -> verification.Verified:
+        if verdicts:
+            return prework.verify_unjudged(ctx, cand, plan, sketch, verdicts)
+        return verification.verify_pairs(reading, config, ctx.sketcher, cand, plan, sketch)
+
+    def load(ids: Ids) -> tuple[npt.NDArray[np.uint32], Ragged | None]:
+        return verification.signatures_and_sets(reading, config, ctx.sketcher, ids, plan, sketch)
+
+    def exhaustive(groups: Ragged, first_new: int) -> Iterator[npt.NDArray[np.int64]]:
+        return hot_pairs.candidate_parts(ctx, reading, plan, sketch, groups)
+
+    return Sources(
+        new_ids=np.sort(plan.new_ids),
+        verify=verify,
+        labels=_reader(reading, contents.label_array),
+        sizes=_reader(reading, contents.cluster_sizes),
+        load=load,
+        store=lambda found: store.copy_pairs(ctx, found),
+        exhaustive=exhaustive,
+        threshold=config.threshold,
+        floor=verification.link_floor(config),
+        exact=config.store_text,
+        dense_cluster_size=config.params.dense_cluster_size,
+    )
+
+
+def _reader(scope: Scope, read: Callable[[Scope, Ids], Ids]) -> Callable[[Ids], Ids]:
+    @stage("pairs: read cluster labels and sizes")
+    def run(ids: Ids) -> Ids:
+        return read(scope, ids)
+
+    return run
