@@ -20,6 +20,12 @@ collection's own shingles, so brute force over the whole corpus), from which:
 - excerpts: a stored document of at least 200 characters drawn at random, a contiguous 20-80% of
   it, alone or (half of them) embedded between new text (the words of another document, shuffled)
   of 25-100% of the excerpt's length; truth and measures as for containment (``contains``).
+- from the source's side: for each of ``--queries`` stored documents of at least 400 characters (a
+  source), a story is stored that copies 2 to 4 runs of its words (each at least 60 characters,
+  together 50-90% of the story) between new text, the way a news story reuses a wire report; the
+  source is then queried with ``direction="within"`` (C = 0.5). Truth: every stored document whose
+  shingles the source holds at least half of (the stories among them); recall and precision as
+  above. The stories are stored with the corpus, so every row's truth includes them.
 
 With ``--synthetic``, its first ``--synthetic-limit`` documents (make_corpus.py) go into a second
 collection with neighbours (or, with ``--synthetic-schema``, the collection ``syn`` already there
@@ -62,6 +68,8 @@ K_TOP = 10
 CONTAINMENTS = (0.5, 0.8)
 ROUNDS = 2
 EXCERPT_MIN_CHARS = 200
+STORY_SOURCE_MIN_CHARS = 400
+RUN_MIN_CHARS = 60
 
 
 class Truth:
@@ -163,11 +171,35 @@ def excerpt(texts: list[str], source: int, rng: random.Random) -> tuple[str, boo
     return f"{new[:cut]} {part} {new[cut:]}", True
 
 
+def story(texts: list[str], source: int, rng: random.Random) -> str:
+    """New text around 2 to 4 runs of the source's words (each at least ``RUN_MIN_CHARS``, together
+    50-90% of the result), in the source's order: a story reusing part of a report."""
+    words = texts[source].split()
+    runs = rng.randint(2, 4)
+    cuts = sorted(rng.sample(range(1, len(words)), min(len(words) - 1, 2 * runs)))
+    pieces = [" ".join(words[a:b]) for a, b in zip(cuts[::2], cuts[1::2], strict=False)]
+    pieces = [p for p in pieces if len(p) >= RUN_MIN_CHARS] or [" ".join(words[: len(words) // 2])]
+    copied = sum(len(p) for p in pieces)
+    filler = texts[rng.randrange(len(texts))].split()
+    rng.shuffle(filler)
+    new = " ".join(filler)[: int(copied * rng.uniform(0.1, 1.0))]
+    gaps = sorted(rng.randint(0, len(new)) for _ in range(len(pieces)))
+    out, at = [], 0
+    for piece, gap in zip(pieces, gaps, strict=True):
+        out += [new[at:gap], piece]
+        at = gap
+    out.append(new[at:])
+    return " ".join(part for part in out if part)
+
+
 def quality(report: Report, url: str, schema: str, corpus: Path, queries: int, seed: int) -> None:
     records = list(read_jsonl(corpus))
+    rng = random.Random(seed)
+    base = [r[1] for r in records]
+    sources = rng.sample([i for i, t in enumerate(base) if len(t) >= STORY_SOURCE_MIN_CHARS], queries)
+    records += [(f"story-{n}-of-{records[i][0]}", story(base, i, rng)) for n, i in enumerate(sources)]
     ids, texts = [r[0] for r in records], [r[1] for r in records]
     position = {d: i for i, d in enumerate(ids)}
-    rng = random.Random(seed)
     with Index.create(url, "neighbours", schema=schema, neighbours=True, **TRUTH_CONFIG) as index:
         t0 = time.perf_counter()
         index.add(records)
@@ -191,6 +223,9 @@ def quality(report: Report, url: str, schema: str, corpus: Path, queries: int, s
                 containment(index, truth, position, text, c, "contains", embedded if inside else alone)
             tallies[f"excerpts, containment >= {c}"] = alone
             tallies[f"excerpts embedded, containment >= {c}"] = embedded
+        stories = tallies.setdefault("a stored story's source, within >= 0.5", Tally())
+        for qi in sources:
+            containment(index, truth, position, texts[qi], 0.5, "within", stories)
     report.say(
         f"## {corpus.name}: {len(ids):,} documents, {queries} queries a row",
         "",

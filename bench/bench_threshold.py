@@ -1,27 +1,42 @@
-"""Recall right at the threshold, and what it costs: old default banding beside the new one.
+"""Recall right at the threshold, expected against realised, and what it costs: the bandings side by side.
 
     python bench/bench_threshold.py [CORPUS] [--truth TSV] [--limit N] [--thresholds 0.5,0.6,0.7,0.8,0.9]
                                     [--variants old,new,perms256] [--repeats 1] [--queries 200]
+                                    [--alternatives old,even,new,...] [--seeds 1,2,3,4,5,6]
                                     [--db URL] [--out docs/benchmarks/threshold.md]
 
 CORPUS defaults to the Debian bookworm descriptions in ../shared/data, the truth to every pair
 with exact 5-shingle Jaccard >= 0.5 beside it (any corpus with a truth file of the same columns,
-id_a id_b jaccard intersection union, can be given). For each threshold t and each banding variant
-(built in turn, alternated over ``--repeats`` rounds, in one run and one server):
+id_a id_b jaccard intersection union, can be given: ``bench/build_license_corpus.py`` writes one
+for ScanCode's license texts and rules, ``bench/exact_truth.py`` for any corpus). For each
+threshold t and each banding variant (built in turn, alternated over ``--repeats`` rounds, in one
+run and one server):
 
-- old: today's tuner before the recall target (FP/FN weights 0.2/0.8 only), 128 permutations;
-- new: the default now (the same weights, and the expected recall of [t, t + 0.05) >= 0.99);
-- perms256: the same target with 256 permutations (more bands of more rows: fewer candidates,
-  more bucket rows and signature bytes).
+- old: the tuner before the recall target (FP/FN weights 0.2/0.8 only), 128 permutations;
+- even: the recall target (0.99 in [t, t + 0.05)) with the pairs taken as spread evenly over the
+  bin (the default before the prior);
+- new: the default now (the same target, the pairs' density falling across the bin as the prior
+  has it, ``tuning.PRIOR_TOP``);
+- perms256: the default's target with 256 permutations (more bands of more rows: fewer
+  candidates, more bucket rows and signature bytes).
 
 Each builds a collection with the ground truth's normalisation, adds every document (timed:
-documents to all verified pairs), lists its pairs and reports: recall of the truth pairs with J in
-[t, t + 0.05) with Wilson's 95% interval, beside the S-curve's mean over that bin; recall and
-precision at t; bytes a document on disk (``stats``); query p50 over ``--queries`` corpus texts,
-after a VACUUM ANALYZE and a CHECKPOINT (``settle``), the round's builds taking turns text by text
-(``time_queries``); and LSH candidates per stored pair (distinct candidate pairs of distinct
-texts, from the same signatures computed here, over the stored pairs of distinct texts). Ratios
-are new / old.
+documents to all verified pairs), lists its pairs and reports, for the threshold's own bin
+[t, t + 0.05): the recall realised (truth pairs stored, with Wilson's 95% interval) against what
+was expected of it: by the tuner's prior (what ``tune`` and ``stats`` promise before any pair is
+stored), by the collection's own stored pairs (``stats``' check, each pair weighted 1 / P), and by
+the S-curve over the truth pairs themselves (ideal MinHash on exactly these pairs); then recall
+and precision at t; bytes a document on disk (``stats``); query p50 over ``--queries`` corpus
+texts, after a VACUUM ANALYZE and a CHECKPOINT (``settle``), the round's builds taking turns text
+by text (``time_queries``); and LSH candidates per stored pair (distinct candidate pairs of
+distinct texts, from the same signatures computed here, over the stored pairs of distinct texts).
+Ratios are against the first variant.
+
+The alternatives' table needs no build: each banding's bucket keys from the signatures of every
+``--seeds`` seed (the seed of the hash functions; 1 is the default), the share of the bin's truth
+pairs that share one (what exact verification then keeps), its smallest and median over the
+seeds: the pairs of one family share their fate, so one seed's recall scatters around the
+expected more than independent pairs would. ``--variants ''`` skips the builds (no database).
 """
 
 from __future__ import annotations
@@ -62,7 +77,7 @@ from neardup.core import (
     threshold_bin_recall,
 )
 from neardup.core.intervals import wilson
-from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD, THRESHOLD_BIN
+from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD, THRESHOLD_BIN, BinDensity, prior_density
 from neardup.database import Database
 from neardup.index import Index
 from neardup.storage.connect import libpq_url
@@ -70,6 +85,7 @@ from neardup.storage.connect import libpq_url
 # Each variant: (bands, rows, num_perm) for a threshold.
 VARIANTS: dict[str, Callable[[float], tuple[int, int, int]]] = {
     "old": lambda t: _pick(t, 128, None),
+    "even": lambda t: _pick(t, 128, DEFAULT_RECALL_AT_THRESHOLD, prior_density(t, 128, 1.0)),
     "new": lambda t: _pick(t, 128, DEFAULT_RECALL_AT_THRESHOLD),
     "perms256": lambda t: _pick(t, 256, DEFAULT_RECALL_AT_THRESHOLD),
     # The same target asked of the point P(t) instead of the bin's mean.
@@ -79,8 +95,10 @@ VARIANTS: dict[str, Callable[[float], tuple[int, int, int]]] = {
 }
 
 
-def _pick(t: float, num_perm: int, recall: float | None) -> tuple[int, int, int]:
-    b = optimal_params(t, num_perm, FP_WEIGHT, FN_WEIGHT, recall_at_threshold=recall)
+def _pick(
+    t: float, num_perm: int, recall: float | None, density: BinDensity | None = None
+) -> tuple[int, int, int]:
+    b = optimal_params(t, num_perm, FP_WEIGHT, FN_WEIGHT, recall_at_threshold=recall, density=density)
     return b.bands, b.rows, num_perm
 
 
@@ -108,6 +126,8 @@ class Run:
     banding: tuple[int, int, int]
     bin_found: int = 0
     bin_pairs: int = 0
+    bin_curve: float = float("nan")
+    own_expected: float | None = None
     recall: float = 0.0
     precision: float = 0.0
     candidates: int = 0
@@ -149,6 +169,8 @@ def build(
     seconds, _ = timed(lambda: index.add(docs))
     run.seconds.append(seconds)
     stats = index.stats()
+    if first and stats.recall_check is not None:
+        run.own_expected = stats.recall_check.own_recall
     run.bytes_per_doc.append(stats.bytes_on_disk / max(stats.documents, 1))
     settle(url, schema)
     if first:
@@ -174,7 +196,7 @@ def time_queries(built: list[tuple[Run, Index]], queries: list[str]) -> None:
             times[k].append(1000 * (time.perf_counter() - t0))
     for (run, _), each in zip(built, times, strict=True):
         # The first texts warm each collection's statements up.
-        run.query_p50_ms.append(statistics.median(each[20:]))
+        run.query_p50_ms.append(statistics.median(each[20:] or each))
         print(f"  {run.variant}: query p50 {run.query_p50_ms[-1]:.2f} ms", file=sys.stderr)
 
 
@@ -197,6 +219,9 @@ def score(run: Run, keys: np.ndarray, truth: Truth, content: np.ndarray, n: int)
     found = np.isin(truth.keys, keys, assume_unique=True)
     in_bin = (truth.jaccard >= t) & (truth.jaccard < t + THRESHOLD_BIN) if t < 1 else truth.jaccard >= 1
     run.bin_pairs, run.bin_found = int(in_bin.sum()), int(found[in_bin].sum())
+    bands, rows, _ = run.banding
+    if in_bin.any():
+        run.bin_curve = float(candidate_probability(truth.jaccard[in_bin], bands, rows).mean())
     above = truth.jaccard >= t
     run.recall = float(found[above].mean()) if above.any() else float("nan")
     pos = np.minimum(np.searchsorted(truth.keys, keys), truth.keys.size - 1)
@@ -216,35 +241,60 @@ def count_candidates(run: Run, distinct_texts: list[str]) -> None:
     run.candidates = int(found.size)
 
 
+class Signatures:
+    """The distinct texts' signatures for each (seed, permutations), computed once."""
+
+    def __init__(self, distinct: list[str]) -> None:
+        self.distinct = distinct
+        self.cache: dict[tuple[int, int], np.ndarray] = {}
+
+    def keys(self, bands: int, rows: int, num_perm: int, seed: int) -> np.ndarray:
+        sketcher = Sketcher(Params(bands=bands, rows=rows, num_perm=num_perm, seed=seed, **TRUTH_CONFIG))
+        if (seed, num_perm) not in self.cache:
+            self.cache[seed, num_perm] = sketcher.signatures(self.distinct)
+        return sketcher.band_keys(self.cache[seed, num_perm])
+
+
 def offline_row(
     variant: str,
     t: float,
     docs: list[tuple[str, str]],
     truth: Truth,
     content: np.ndarray,
-    distinct: list[str],
+    signatures: Signatures,
+    seeds: list[int],
 ) -> list[object]:
     """A variant judged from its signatures alone, without a build: the share of the bin's truth
-    pairs that share a bucket key (what exact verification then keeps), its bucket rows and
-    signature bytes a document, and its distinct candidates per true pair of distinct texts found."""
+    pairs that share a bucket key (what exact verification then keeps) for the first seed, and
+    its least and median over ``seeds``, beside what the prior and the S-curve over these pairs
+    expect; its bucket rows and signature bytes a document, and (first seed) its distinct
+    candidates per true pair of distinct texts found."""
     bands, rows, num_perm = VARIANTS[variant](t)
-    sketcher = Sketcher(Params(bands=bands, rows=rows, num_perm=num_perm, **TRUTH_CONFIG))
-    keys = sketcher.band_keys(sketcher.signatures(distinct))
     n = len(docs)
     lo, hi = content[truth.keys // n], content[truth.keys % n]
-    shared = (keys[lo] == keys[hi]).any(axis=1) | (lo == hi)
     in_bin = (truth.jaccard >= t) & (truth.jaccard < t + THRESHOLD_BIN)
-    found = shared[in_bin].sum()
-    low, high = wilson(int(found), int(in_bin.sum()))
-    above = (truth.jaccard >= t) & (lo != hi) & shared
-    true_found = np.unique(np.minimum(lo, hi)[above] * n + np.maximum(lo, hi)[above]).size
-    _, candidates = candidate_pairs(keys)
+    realised = []
+    for seed in seeds:
+        keys = signatures.keys(bands, rows, num_perm, seed)
+        shared = (keys[lo] == keys[hi]).any(axis=1) | (lo == hi)
+        realised.append(int(shared[in_bin].sum()))
+        if seed == seeds[0]:
+            above = (truth.jaccard >= t) & (lo != hi) & shared
+            true_found = np.unique(np.minimum(lo, hi)[above] * n + np.maximum(lo, hi)[above]).size
+            _, candidates = candidate_pairs(keys)
+    pairs = int(in_bin.sum())
+    low, high = wilson(realised[0], pairs)
+    curve = float(candidate_probability(truth.jaccard[in_bin], bands, rows).mean()) if pairs else float("nan")
     return [
         t,
         variant,
         f"{bands}x{rows}" + ("" if num_perm == 128 else f" of {num_perm}"),
-        f"{found / in_bin.sum():.4f} ({low:.4f}-{high:.4f})",
+        f"{pairs:,}",
         f"{threshold_bin_recall(t, bands, rows):.4f}",
+        f"{curve:.4f}",
+        f"{realised[0] / max(pairs, 1):.4f} ({low:.4f}-{high:.4f})",
+        f"{min(realised) / max(pairs, 1):.4f}",
+        f"{statistics.median(realised) / max(pairs, 1):.4f}",
         bands,
         4 * num_perm,
         f"{candidates.size:,}",
@@ -268,17 +318,20 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="rounds of builds, variants alternated")
     ap.add_argument(
         "--alternatives",
-        default="old,new,point,gate,perms256",
+        default="old,even,new,point,gate,perms256",
         help="variants also judged from their signatures alone, without a build ('' for none)",
     )
+    ap.add_argument("--seeds", default="1,2,3,4,5,6", help="seeds the alternatives are judged with")
     ap.add_argument("--queries", type=int, default=200, help="query texts timed per collection")
     ap.add_argument("--db", help="PostgreSQL URL (default: a temporary durable local server)")
     ap.add_argument("--out", type=Path, default=Path("docs/benchmarks/threshold.md"))
     args = ap.parse_args()
     thresholds = [float(x) for x in args.thresholds.split(",")]
-    variants = args.variants.split(",")
-    if unknown := set(variants) - set(VARIANTS):
+    variants = [v for v in args.variants.split(",") if v]
+    alternatives = [a for a in args.alternatives.split(",") if a]
+    if unknown := (set(variants) | set(alternatives)) - set(VARIANTS):
         raise SystemExit(f"unknown variants: {', '.join(sorted(unknown))}")
+    seeds = [int(x) for x in args.seeds.split(",")]
     truth_path = args.truth or args.corpus.parent / DEBIAN_TRUTH_NAME
 
     docs, truth, content, distinct_texts = read_corpus(args.corpus, truth_path, args.limit)
@@ -287,11 +340,29 @@ def main() -> None:
 
     runs = {(v, t): Run(v, t, VARIANTS[v](t)) for t in thresholds for v in variants}
     report = Report()
+    notes = [
+        f"Corpus: `{args.corpus.name}`, {len(docs):,} documents"
+        + (f" (the first {args.limit:,})" if args.limit else "")
+        + f" ({len(distinct_texts):,} distinct texts); truth `{truth_path.name}`: "
+        f"{truth.keys.size:,} pairs with J >= 0.5 among them",
+        "Character 5-shingles of the ground truth's normalisation (lowercase, collapsed "
+        "whitespace), one-permutation MinHash"
+        + (
+            f"; every variant built in the same run and server, {args.repeats} round(s), variants "
+            "alternated; times are medians"
+            if variants
+            else "; no build (signatures alone)"
+        ),
+    ]
     with contextlib.ExitStack() as stack:
-        url = args.db or stack.enter_context(local_server())
-        schema = stack.enter_context(bench_schema(url, "nd_threshold"))
-        warm_up(url, schema, **TRUTH_CONFIG)
+        url: str | None = None
+        if variants:
+            url = args.db or stack.enter_context(local_server())
+            schema = stack.enter_context(bench_schema(url, "nd_threshold"))
+            warm_up(url, schema, **TRUTH_CONFIG)
         for t in thresholds:
+            if url is None:
+                break
             for round_ in range(args.repeats):
                 built = []
                 for v in variants if round_ % 2 == 0 else reversed(variants):
@@ -303,48 +374,94 @@ def main() -> None:
                 for _, index in built:
                     index.close()
                     Database(url, schema).drop(index.name)
+        report.say(*header("Recall at the threshold and its cost", url, args.db is not None, notes))
+    if variants:
+        report_builds(report, runs, variants, distinct_texts)
+    if alternatives:
+        report.say("## Expected and realised from the signatures alone, every seed", "")
         report.say(
-            *header(
-                "Recall at the threshold and its cost",
-                url,
-                args.db is not None,
-                [
-                    f"Corpus: `{args.corpus.name}`, {len(docs):,} documents"
-                    + (f" (the first {args.limit:,})" if args.limit else "")
-                    + f" ({len(distinct_texts):,} distinct texts); truth `{truth_path.name}`: "
-                    f"{truth.keys.size:,} pairs with J >= 0.5 among them",
-                    "Character 5-shingles of the ground truth's normalisation (lowercase, collapsed "
-                    "whitespace), one-permutation MinHash; every variant built in the same run and server, "
-                    f"{args.repeats} round(s), variants alternated; times are medians",
-                ],
-            )
+            "No build: each banding's bucket keys computed here from the same texts, with the hash "
+            f"functions of each seed {', '.join(map(str, seeds))} (seed {seeds[0]} first; 1 is the "
+            "default). Realised: the share of the bin's truth pairs (documents) sharing a bucket key "
+            "(exact verification keeps them all but the rare one its signature prefilter drops), for "
+            f"seed {seeds[0]} with its 95% Wilson interval, then the least and the median over the "
+            "seeds. Expected: by the tuner's prior (what `tune` and `stats` promise for the bin) and "
+            "by the S-curve over the bin's truth pairs themselves. Bucket rows and signature bytes are "
+            "a document's; candidates (first seed): distinct candidate pairs of distinct texts, and "
+            "over the true pairs (J >= t) of distinct texts that are candidates. even: the target "
+            "with the pairs spread evenly over the bin; new: with the prior (today's default); point: "
+            "P(t) >= 0.99; gate: the old tuner for t - 0.05; perms256: the target with 256 "
+            "permutations.",
+            "",
         )
+        signatures = Signatures(distinct_texts)
+        offline = []
+        for t in thresholds:
+            for a in alternatives:
+                print(f"alternative {a} at {t} ...", file=sys.stderr)
+                offline.append(offline_row(a, t, docs, truth, content, signatures, seeds))
+        report.table(
+            [
+                "t",
+                "variant",
+                "b×r",
+                "pairs in bin",
+                "expected, prior",
+                "expected, S-curve over the pairs",
+                f"realised, seed {seeds[0]} (95% Wilson)",
+                "least over seeds",
+                "median over seeds",
+                "bucket rows a document",
+                "signature bytes",
+                "candidates",
+                "candidates per true pair",
+            ],
+            "rllrrrrrrrrrr",
+            offline,
+        )
+    report.write(args.out)
+
+
+def report_builds(
+    report: Report, runs: dict[tuple[str, float], Run], variants: list[str], distinct: list[str]
+) -> None:
+    """The built variants' tables: recall in the bin, expected against realised, then the costs."""
     for run in runs.values():
         print(f"candidates for {run.variant} at {run.threshold} ...", file=sys.stderr)
-        count_candidates(run, distinct_texts)
-
+        count_candidates(run, distinct)
     base = variants[0]
-    report.say(f"## Recall in the threshold's own bin [t, t + {THRESHOLD_BIN:g})", "")
+    report.say(f"## Recall in the threshold's own bin [t, t + {THRESHOLD_BIN:g}), expected and realised", "")
+    report.say(
+        "Expected: by the tuner's prior (what `tune` and `stats` promise before a pair is stored), "
+        "by the collection's own stored pairs of the bin (`stats`' check: each weighted 1 / P of "
+        "its similarity) and by the S-curve over the bin's truth pairs (ideal MinHash on exactly "
+        "these pairs). Realised: the truth pairs of the bin (documents) that the collection stores.",
+        "",
+    )
     report.table(
         [
             "t",
             "variant",
             "b×r",
             "pairs in bin",
-            "recall in bin (95% Wilson)",
-            "S-curve mean in bin",
+            "expected, prior",
+            "expected, own pairs",
+            "expected, S-curve over the pairs",
+            "realised (95% Wilson)",
             "recall J >= t",
             "precision",
         ],
-        "rllrrrrr",
+        "rllrrrrrrr",
         [
             [
                 run.threshold,
                 run.variant,
                 run.label,
                 f"{run.bin_pairs:,}",
-                f"{run.bin_found / run.bin_pairs:.4f} ({low:.4f}-{high:.4f})" if run.bin_pairs else "n/a",
                 f"{threshold_bin_recall(run.threshold, run.banding[0], run.banding[1]):.4f}",
+                "n/a" if run.own_expected is None else f"{run.own_expected:.4f}",
+                f"{run.bin_curve:.4f}",
+                f"{run.bin_found / run.bin_pairs:.4f} ({low:.4f}-{high:.4f})" if run.bin_pairs else "n/a",
                 f"{run.recall:.4f}",
                 f"{run.precision:.4f}",
             ]
@@ -395,42 +512,6 @@ def main() -> None:
         "rllrrrrr",
         rows,
     )
-    alternatives = [a for a in args.alternatives.split(",") if a]
-    if unknown := set(alternatives) - set(VARIANTS):
-        raise SystemExit(f"unknown alternatives: {', '.join(sorted(unknown))}")
-    if alternatives:
-        report.say("## The alternatives, from their signatures alone", "")
-        report.say(
-            "No build: each banding's band keys computed here from the same texts. Recall in bin: the "
-            "share of the bin's truth pairs sharing a bucket key (exact verification keeps them all but "
-            "the rare one its signature prefilter drops). Bucket rows and signature bytes are a "
-            "document's; candidates per pair: distinct candidate pairs of distinct texts over the true "
-            "pairs (J >= t) of distinct texts that are candidates. point: P(t) >= 0.99 instead of the "
-            "bin's mean; gate: today's tuner for t - 0.05 (a lower candidate gate); perms256: the target "
-            "with 256 permutations.",
-            "",
-        )
-        offline = []
-        for t in thresholds:
-            for a in alternatives:
-                print(f"alternative {a} at {t} ...", file=sys.stderr)
-                offline.append(offline_row(a, t, docs, truth, content, distinct_texts))
-        report.table(
-            [
-                "t",
-                "variant",
-                "b×r",
-                "candidate recall in bin (95% Wilson)",
-                "S-curve mean in bin",
-                "bucket rows a document",
-                "signature bytes",
-                "candidates",
-                "candidates per true pair",
-            ],
-            "rllrrrrrr",
-            offline,
-        )
-    report.write(args.out)
 
 
 if __name__ == "__main__":

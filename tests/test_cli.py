@@ -122,10 +122,10 @@ def test_remove_stats_tune_and_db(cli: Run, tmp_path: Path, deployment: str) -> 
     stats = {r["name"]: r["value"] for r in json.loads(out)}
     assert stats["documents"] == 1
     assert stats["distributed"] is (deployment == "citus")
-    assert stats["params.bands"] == 16
+    assert stats["params.bands"] == 17  # the default tuning at 0.8: 17 x 7
     png = tmp_path / "s.png"
     _, out, _ = cli("tune", "--threshold", "0.8", "--num-perm", "128", "--format", "csv", "--plot", str(png))
-    assert out.splitlines()[1].startswith("16,7,")
+    assert out.splitlines()[1].startswith("17,7,")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert stats["database"].startswith("postgresql")
     _, out, _ = cli("db", "current")
@@ -275,6 +275,8 @@ def test_skip_bad_counts_and_writes_rejected_records(cli: Run, tmp_path: Path) -
 
 
 def test_eval_reports_recall_the_bins_and_a_plot(cli: Run, tmp_path: Path) -> None:
+    from neardup.core.intervals import clopper_pearson
+
     docs = planted_corpus(n_sources=10, copies=2, seed=47)
     cli("init", "--threshold", "0.5", "--bands", "64", "--rows", "2")
     cli("add", str(_jsonl(tmp_path / "d.jsonl", docs)))
@@ -295,9 +297,17 @@ def test_eval_reports_recall_the_bins_and_a_plot(cli: Run, tmp_path: Path) -> No
     assert (table[2][0], table[-1][1]) == ("0.25", "1.0")
     truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.5)
     assert sum(int(row[-1]) for row in table[1:]) == len(truth)  # every stored pair, in its bin
-    status, out, _ = cli("eval", "--sample", "5", "--seed", "3", "--floor", "0.4", "--format", "json")
+    assert "Clopper-Pearson exact over the pairs, widened to a bootstrap over the sampled contents" in err
+    assert "per-bin recall_low and recall_high below: 95% Wilson intervals" in err
+    status, out, err = cli("eval", "--sample", "5", "--seed", "3", "--floor", "0.4", "--format", "json")
     report = json.loads(out)
     assert (report["sampled"], report["seed"], report["floor"], report["recall"]) == (5, 3, 0.4, 1.0)
+    # A few pairs, every one found: an honest interval, never 1 to 1, and each bin's too.
+    assert report["recall_low"] <= clopper_pearson(report["found_pairs"], report["true_pairs"])[0] < 1.0
+    assert "1.0000 to 1.0000" not in err
+    assert all(b["recall_low"] < 1.0 for b in report["bins"] if b["recall"] is not None)
+    assert report["recall_interval"].startswith("Clopper-Pearson")
+    assert report["bin_recall_interval"] == "Wilson"
     assert [b["low"] for b in report["bins"]][:2] == [0.4, 0.45]
     _, out, _ = cli("eval", "--sample", "5", "--seed", "3", "--floor", "0.4", "--format", "jsonl")
     threshold_first = [report["threshold_bin"], *(b for b in report["bins"] if b != report["threshold_bin"])]
@@ -403,17 +413,21 @@ def test_recall_at_threshold_is_tuned_shown_and_rebuilt_to_the_state_of_a_fresh_
 
     docs = planted_corpus(n_sources=8, copies=3, seed=61)
     path = _jsonl(tmp_path / "d.jsonl", docs)
+    default = optimal_params(0.5, 128, 0.2, 0.8, recall_at_threshold=0.99)
     status, out, err = cli("init", "--threshold", "0.5")
     assert status == 0, err
-    assert "P(candidate) at 0.5 0.9818, mean over [0.5, 0.55] 0.9901" in err
-    assert "bands\t30" in out
+    assert (
+        f"P(candidate) at 0.5 {default.candidate_probability_at_threshold:.4f}, expected recall in "
+        f"[0.5, 0.55) {default.threshold_bin_recall:.4f} (pairs' density falling across the bin"
+    ) in err
+    assert f"bands\t{default.bands}" in out
     assert "rows\t3" in out
     assert "recall_at_threshold\t0.99" in out
     assert cli("add", str(path))[0] == 0
     status, out, err = cli("rebuild", "--recall-at-threshold", "0.999")
     assert status == 0, err
     strict = optimal_params(0.5, 128, 0.2, 0.8, recall_at_threshold=0.999)
-    assert f"bands: 30 -> {strict.bands}" in err
+    assert f"bands: {default.bands} -> {strict.bands}" in err
     assert "recall_at_threshold: 0.99 -> 0.999" in err
     _, out, _ = cli("stats", "--format", "json")
     stats = {r["name"]: r["value"] for r in json.loads(out)}
@@ -438,9 +452,11 @@ def test_recall_at_threshold_is_tuned_shown_and_rebuilt_to_the_state_of_a_fresh_
     assert collection_state(database_url, schema, cli.collection) == rebuilt
     status, out, err = cli("tune", "--threshold", "0.5")
     row = dict(zip(*csv.reader(io.StringIO(out), delimiter="\t"), strict=True))
-    assert (row["bands"], row["rows"], row["bucket_rows_per_document"]) == ("30", "3", "30")
+    assert (row["bands"], row["rows"], row["bucket_rows_per_document"]) == ("31", "3", "31")
     assert float(row["threshold_bin_recall"]) >= 0.99
-    assert float(row["candidate_probability_at_threshold"]) == pytest.approx(0.981793, abs=1e-6)
+    assert float(row["candidate_probability_at_threshold"]) == pytest.approx(
+        default.candidate_probability_at_threshold, abs=1e-6
+    )
 
 
 def test_rebuild_of_a_collection_without_text_refuses_a_k_change_in_one_line(

@@ -38,7 +38,8 @@ def test_a_collection_stored_without_a_target_keeps_the_old_rule_when_re_tuned()
     moved = legacy.changed(threshold=0.5)
     assert (moved.params.bands, moved.params.rows, moved.params.recall_at_threshold) == (30, 4, None)
     adopted = legacy.changed(threshold=0.5, recall_at_threshold=0.99)
-    assert (adopted.params.bands, adopted.params.rows) == (30, 3)
+    expected = optimal_params(0.5, 128, 0.2, 0.8, recall_at_threshold=0.99)
+    assert (adopted.params.bands, adopted.params.rows) == (expected.bands, expected.rows) == (31, 3)
 
 
 def test_a_bad_target_is_refused_by_name() -> None:

@@ -126,7 +126,7 @@ def _check_against_brute_force(
     assert at.pairs == len(at_truth)
     if at_truth:
         assert f"recall in the threshold's bin [{at.low:g}, {at.high:g}" in str(ev)
-        assert f"({at.found:,} of {at.pairs:,} pairs" in str(ev)
+        assert f"({at.found:,} of {at.pairs:,} sampled pairs" in str(ev)
 
 
 def test_generous_banding_finds_every_pair(

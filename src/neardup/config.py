@@ -16,7 +16,13 @@ from neardup.core.minhash import DEFAULT_NUM_PERM, MAX_NUM_PERM, MAX_SEED, SCHEM
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import Params
 from neardup.core.shingle import MAX_K, SHINGLE_KINDS
-from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD, THRESHOLD_BIN, Banding, check_threshold
+from neardup.core.tuning import (
+    DEFAULT_RECALL_AT_THRESHOLD,
+    THRESHOLD_BIN,
+    Banding,
+    BinDensity,
+    check_threshold,
+)
 from neardup.errors import ParamsError, ParamsMismatchError
 
 # Documents per transaction in add(): large enough that COPY and the set-based statements
@@ -272,10 +278,12 @@ class IndexConfig:
         *,
         bands: int | None = None,
         rows: int | None = None,
+        density: BinDensity | None = None,
         **fields: Any,
     ) -> IndexConfig:
         """This configuration with some fields changed, as ``rebuild`` applies it: bands and rows
-        are re-tuned for the (new) threshold and recall target unless both are given."""
+        are re-tuned for the (new) threshold and recall target unless both are given, the
+        threshold's bin weighed by ``density`` (default the tuner's prior)."""
         new_threshold = self.threshold if threshold is None else check_threshold(threshold)
         _refuse_unknown(fields)
         base = {name: getattr(self.params, name) for name in PARAM_FIELDS}
@@ -283,7 +291,7 @@ class IndexConfig:
         base["content_hash"] = self.params.content_hash
         if bands is None and rows is None and threshold is None and not fields:
             bands, rows = self.params.bands, self.params.rows  # nothing asked: nothing changes
-        return IndexConfig(new_threshold, _params(new_threshold, bands, rows, base), self.store_text)
+        return IndexConfig(new_threshold, _params(new_threshold, bands, rows, base, density), self.store_text)
 
     def banding(self) -> Banding:
         """The bands and rows with their expected error rates at the threshold (approximate)."""
@@ -313,13 +321,19 @@ def _refuse_unknown(fields: dict[str, Any]) -> None:
         raise ParamsError(f"unknown parameter(s): {', '.join(unknown)} (known: {', '.join(PARAM_FIELDS)})")
 
 
-def _params(threshold: float, bands: int | None, rows: int | None, fields: dict[str, Any]) -> Params:
+def _params(
+    threshold: float,
+    bands: int | None,
+    rows: int | None,
+    fields: dict[str, Any],
+    density: BinDensity | None = None,
+) -> Params:
     if (bands is None) != (rows is None):
         raise ParamsError("give both bands and rows, or neither (to have them tuned for the threshold)")
     fields = dict(fields)
     if bands is None or rows is None:
         num_perm = fields.pop("num_perm", DEFAULT_NUM_PERM)
-        return Params.for_threshold(threshold, num_perm, FP_WEIGHT, FN_WEIGHT, **fields)
+        return Params.for_threshold(threshold, num_perm, FP_WEIGHT, FN_WEIGHT, density=density, **fields)
     return Params(bands=bands, rows=rows, **fields)
 
 

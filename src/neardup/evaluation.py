@@ -12,13 +12,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from neardup.core.intervals import wilson
+from neardup.core.intervals import clopper_pearson, wilson
+from neardup.core.recall_check import RecallCheck
 from neardup.core.tuning import candidate_probability
 
 # Width of the similarity bins of the report (the threshold and the floor are edges too).
 BIN_WIDTH = 0.05
 # Confidence of the recall interval.
 CONFIDENCE = 0.95
+# What the intervals are, in the words the report prints.
+RECALL_INTERVAL = "Clopper-Pearson exact over the pairs, widened to a bootstrap over the sampled contents"
+BIN_RECALL_INTERVAL = "Wilson"
 
 
 def default_floor(threshold: float) -> float:
@@ -117,8 +121,10 @@ class Evaluation:
     recall: float | None
     """found_pairs / true_pairs (None without true pairs)."""
     recall_low: float
-    """Lower end of the recall's interval at CONFIDENCE: a percentile bootstrap that resamples the
-    sampled contents, so the pairs of one content (a large cluster, say) move together."""
+    """Lower end of the recall's interval at CONFIDENCE: Clopper-Pearson's exact interval over the
+    true pairs, widened to a percentile bootstrap's that resamples the sampled contents (so the
+    pairs of one content, a large cluster say, move together) where that one is wider. Never a
+    point: with few pairs the exact interval stays wide where the bootstrap has nothing to vary."""
     recall_high: float
     """Upper end of that interval."""
     stored_pairs: int
@@ -143,6 +149,9 @@ class Evaluation:
     on_demand_pairs: int = 0
     """Of ``found_pairs``, those a dense cluster does not store but gives on demand (its complete
     pairs, ``Index.cluster_pairs``): a user can get them, so they count as found."""
+    recall_check: RecallCheck | None = field(default=None, compare=False)
+    """The threshold bin's expected recall from the collection's own stored pairs (all of them,
+    not the sample) and the rebuild that would restore the target (``core.recall_check``)."""
 
     @property
     def threshold_bin(self) -> Bin:
@@ -156,9 +165,13 @@ class Evaluation:
 
     def to_dict(self) -> dict[str, Any]:
         """Every figure and bin as JSON-ready values (the per-pair arrays left out)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("sample_ids", "truth")}
+        skip = ("sample_ids", "truth", "recall_check")
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
         out["bins"] = [asdict(b) for b in self.bins]
         out["threshold_bin"] = asdict(self.threshold_bin)
+        out["recall_interval"] = RECALL_INTERVAL
+        out["bin_recall_interval"] = BIN_RECALL_INTERVAL
+        out["threshold_bin_check"] = self.recall_check.to_dict() if self.recall_check else None
         return out
 
     def _threshold_bin_line(self) -> str:
@@ -167,9 +180,10 @@ class Evaluation:
         if b.recall is None or b.recall_low is None or b.recall_high is None:
             return f"recall in the threshold's bin {where}: no sampled pair lies in it"
         return (
-            f"recall in the threshold's bin {where}: {b.recall:.4f} ({b.found:,} of {b.pairs:,} pairs; "
-            f"{CONFIDENCE:.0%} Wilson interval {b.recall_low:.4f} to {b.recall_high:.4f}; "
-            f"the S-curve expects {b.expected:.4f})"
+            f"recall in the threshold's bin {where}: {b.recall:.4f} ({b.found:,} of {b.pairs:,} "
+            "sampled pairs; "
+            f"{CONFIDENCE:.0%} {BIN_RECALL_INTERVAL} interval {b.recall_low:.4f} to {b.recall_high:.4f}; "
+            f"the S-curve expects {b.expected:.4f} for these pairs)"
         )
 
     def __str__(self) -> str:
@@ -182,7 +196,7 @@ class Evaluation:
             if self.recall is None
             else f"recall at J >= {t}: {self.recall:.4f} ({self.found_pairs:,} of {self.true_pairs:,} true "
             f"pairs found: stored, or {self.on_demand_pairs:,} of them given on demand by a dense cluster; "
-            f"{CONFIDENCE:.0%} interval {self.recall_low:.4f} to {self.recall_high:.4f})",
+            f"{CONFIDENCE:.0%} interval {self.recall_low:.4f} to {self.recall_high:.4f}, {RECALL_INTERVAL})",
             "precision: no stored pair touches the sample"
             if self.precision is None
             else f"precision: {self.precision:.4f} ({self.precise_pairs:,} of {self.stored_pairs:,} stored "
@@ -191,6 +205,8 @@ class Evaluation:
             f"{self.truth_pairs:,} pairs with J >= {self.floor:g} (the S-curve expects "
             f"{self.expected_candidates:,.1f})",
             f"stored pairs in the collection: {self.collection_pairs:,}",
+            *([f"the collection's own pairs: {self.recall_check.summary()}"] if self.recall_check else []),
+            f"per-bin recall_low and recall_high below: {CONFIDENCE:.0%} {BIN_RECALL_INTERVAL} intervals",
         ]
         return "\n".join(lines)
 
@@ -305,6 +321,7 @@ def summarise(
     stored: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]],
     histogram: npt.NDArray[np.int64],
     on_demand: npt.NDArray[np.bool_] | None = None,
+    recall_check: RecallCheck | None = None,
 ) -> Evaluation:
     """The report from what the index read: the truth pairs (a < b, J) with their candidate flags,
     the stored pairs with a sampled content, the collection's stored pairs per bin, and which truth
@@ -317,6 +334,8 @@ def summarise(
     above = jaccard >= threshold
     true_pairs, found_pairs = int(above.sum()), int((found & above).sum())
     low, high = _bootstrap_recall(sample_ids, a[above], b[above], found[above], seed)
+    exact_low, exact_high = clopper_pearson(found_pairs, true_pairs)
+    low, high = min(low, exact_low), max(high, exact_high)
     precise = np.isin(stored_key, truth_key[above])
     bins = _bins(
         jaccard, candidate, found, similarity_edges(floor, threshold), threshold, bands, rows, histogram
@@ -346,4 +365,5 @@ def summarise(
         on_demand_pairs=int(demanded.sum()),
         sample_ids=sample_ids,
         truth=TruthPairs(a, b, jaccard, candidate, found),
+        recall_check=recall_check,
     )

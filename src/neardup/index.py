@@ -16,16 +16,17 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, overload
 
-from neardup import complete, neighbours
+from neardup import complete, neighbours, own_pairs
 from neardup.arrow import Table, rows_of
 from neardup.collection import config_of, open_collection
 from neardup.config import DEFAULT_BATCH_SIZE, DEFAULT_KEEP, DEFAULT_THRESHOLD, IndexConfig, check_keep
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import DEFAULT_DENSE_CLUSTER_SIZE, DEFAULT_NEIGHBOUR_FLOOR, Params
+from neardup.core.recall_check import RecallCheck
 from neardup.core.shingle import ShingleKind
 from neardup.core.sketch import Sketcher
-from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD
+from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD, check_threshold
 from neardup.errors import (
     CollectionExistsError,
     CollectionNotFoundError,
@@ -84,7 +85,8 @@ class Stats:
     candidate_probability_at_threshold: float
     """The S-curve at the threshold: P(candidate) of a pair exactly there."""
     expected_threshold_bin_recall: float
-    """The S-curve's mean over [threshold, threshold + 0.05): the expected recall there."""
+    """The S-curve's mean over [threshold, threshold + 0.05), the pairs placed by the tuner's
+    prior (``core.tuning.prior_density``): the expected recall there before any pair is stored."""
     bytes_by_table: dict[str, tuple[int, int]]
     """Bytes on disk of each table's partition: (rows with their TOAST, indexes)."""
     neighbour_rows: int = 0
@@ -99,6 +101,9 @@ class Stats:
     """The contents of those clusters."""
     dense_documents: int = 0
     """Their documents."""
+    recall_check: RecallCheck | None = None
+    """The threshold bin's expected recall from the collection's own stored pairs there, and the
+    rebuild that would restore the target when it falls under (approximate)."""
 
 
 class Cluster(list[str]):
@@ -442,9 +447,17 @@ class Index:
         When only the threshold, bands or rows change, buckets come from the stored signatures
         (no text is re-read). Any other change (num_perm, shingles, normalisation, seed, scheme)
         re-sketches every stored text, so it needs a collection that stores text. Bands and rows
-        are re-tuned for the threshold unless both are given.
+        are re-tuned for the threshold unless both are given: to reach the recall target in the
+        threshold's bin for the collection's own pairs there, once it has stored enough of them
+        (``own_pairs.own_density``), else for the tuner's prior.
         """
-        self._writer.rebuild(self.config.changed(threshold, bands=bands, rows=rows, **fields), batch_size)
+        density = None
+        if bands is None and rows is None:
+            with translated(f"reading the pairs of {self.name!r}"), transaction(self._conn):
+                target = self.threshold if threshold is None else check_threshold(threshold)
+                density = own_pairs.own_density(self._scope, self.config, target, fields)
+        changed = self.config.changed(threshold, bands=bands, rows=rows, density=density, **fields)
+        self._writer.rebuild(changed, batch_size)
 
     def set_keep(self, keep: str) -> None:
         """Store which document of each cluster is its representative: ``first`` (the earliest
@@ -673,6 +686,7 @@ class Index:
                 dense_clusters=len(dense),
                 dense_contents=sum(n for _, n, _ in dense),
                 dense_documents=sum(m for _, _, m in dense),
+                recall_check=own_pairs.recall_check(scope, self.config),
             )
 
     def evaluate(self, sample: int = 1000, *, seed: int = 0, floor: float | None = None) -> Evaluation:

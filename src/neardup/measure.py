@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from neardup import own_pairs
 from neardup.config import IndexConfig
 from neardup.core.distinct import distinct
 from neardup.core.exact_join import JoinPairs, SetJoin, distinct_pairs
@@ -79,6 +80,7 @@ def evaluate(
             on_demand[:] = False
         edges = similarity_edges(floor, threshold)
         histogram = verified_pairs.histogram(scope, edges[:-1])
+        check = own_pairs.recall_check(scope, config)
     return summarise(
         collection=name,
         threshold=threshold,
@@ -93,4 +95,5 @@ def evaluate(
         stored=(stored_a, stored_b),
         histogram=histogram,
         on_demand=on_demand,
+        recall_check=check,
     )

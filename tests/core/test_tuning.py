@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup.core import (
+    Banding,
     candidate_probability,
     evaluate_banding,
     false_negative_rate,
@@ -14,6 +15,12 @@ from neardup.core import (
     optimal_params,
     threshold_bin_recall,
     threshold_point,
+)
+from neardup.core.tuning import (
+    PRIOR_TOP,
+    BinDensity,
+    observed_density,
+    prior_density,
 )
 from neardup.errors import ParamsError
 
@@ -144,18 +151,85 @@ def exact_bin_recall(t: Fraction, bands: int, rows: int) -> float:
     return float((exact_area(bands, rows, high) - exact_area(bands, rows, t)) / (high - t))
 
 
+def exact_weighted_bin_recall(t: Fraction, bands: int, rows: int, top: Fraction) -> float:
+    """Mean of the S-curve over [t, h = min(1, t + 1/20)] under the density falling linearly from
+    t to ``top`` of its value there at h, in exact rational arithmetic: with x = (s - t)/(h - t)
+    the density is 2 (1 - (1 - top) x) / (1 + top), and P = 1 - sum_j C(b, j) (-1)^j s^(rj)."""
+    high = min(Fraction(1), t + Fraction(1, 20))
+    width = high - t
+    # The density as alpha + beta s (per unit s, integrating to 1 over [t, h]).
+    beta = -2 * (1 - top) / ((1 + top) * width * width)
+    alpha = 2 / ((1 + top) * width) - beta * t
+
+    def moment(n: int) -> Fraction:  # integral_t^h s^n (alpha + beta s) ds
+        return alpha * (high ** (n + 1) - t ** (n + 1)) / (n + 1) + beta * (
+            high ** (n + 2) - t ** (n + 2)
+        ) / (n + 2)
+
+    miss = sum(comb(bands, j) * (-1) ** j * moment(rows * j) for j in range(bands + 1))
+    return float(moment(0) - miss)
+
+
 @given(
     st.integers(1, 24),
     st.integers(1, 12),
     st.fractions(Fraction(1, 20), Fraction(19, 20), max_denominator=40),
 )
 def test_bin_recall_equals_the_exact_rational_mean(bands: int, rows: int, t: Fraction) -> None:
-    assert threshold_bin_recall(float(t), bands, rows) == pytest.approx(
+    even = prior_density(float(t), bands * rows, 1.0)
+    assert threshold_bin_recall(float(t), bands, rows, even) == pytest.approx(
         exact_bin_recall(t, bands, rows), abs=1e-12
     )
-    assert evaluate_banding(float(t), bands, rows).threshold_bin_recall == pytest.approx(
-        exact_bin_recall(t, bands, rows), abs=1e-12
+    assert even.recall(bands, rows)[0] == pytest.approx(exact_bin_recall(t, bands, rows), abs=1e-12)
+
+
+@given(
+    st.integers(1, 24),
+    st.integers(1, 12),
+    st.fractions(Fraction(1, 20), Fraction(19, 20), max_denominator=40),
+    st.fractions(Fraction(0), Fraction(1), max_denominator=10),
+)
+def test_the_prior_recall_equals_the_exact_rational_weighted_mean(
+    bands: int, rows: int, t: Fraction, top: Fraction
+) -> None:
+    """The law of the prior: its quadrature is the exact integral of P times the linear density,
+    for every banding within its permutations; the default is the prior at PRIOR_TOP."""
+    assert prior_density(float(t), bands * rows, float(top)).recall(bands, rows)[0] == pytest.approx(
+        exact_weighted_bin_recall(t, bands, rows, top), abs=1e-12
     )
+    expected = exact_weighted_bin_recall(t, bands, rows, Fraction(PRIOR_TOP).limit_denominator(100))
+    assert threshold_bin_recall(float(t), bands, rows) == pytest.approx(expected, abs=1e-12)
+    assert evaluate_banding(float(t), bands, rows).threshold_bin_recall == pytest.approx(expected, abs=1e-12)
+    # Pairs falling towards the top of the bin lie where P is lowest: never more recall than even.
+    assert threshold_bin_recall(float(t), bands, rows) <= exact_bin_recall(t, bands, rows) + 1e-12
+
+
+def test_the_prior_is_steeper_than_any_bin_measured() -> None:
+    """The measured bins (docs/benchmarks/pair_density.md) fell to 0.35 of their density at t at
+    the steepest; the prior must fall further."""
+    assert 0.0 <= PRIOR_TOP < 0.35
+
+
+def brute_force_pick(
+    t: float, n: int, target: float, recall_of: dict[tuple[int, int], float]
+) -> tuple[list[tuple[int, int]], dict[tuple[int, int], float]]:
+    """The bandings of b*r <= n whose recall (``recall_of``) reaches the target, and the weighted
+    FP and FN cost (0.2, 0.8) of each."""
+    feasible = [k for k, v in recall_of.items() if v >= target]
+    cost = {k: 0.2 * false_positive_rate(t, *k) + 0.8 * false_negative_rate(t, *k) for k in recall_of}
+    return feasible, cost
+
+
+def assert_the_law(pick: Banding, t: float, target: float, recall_of: dict[tuple[int, int], float]) -> None:
+    """When some banding's expected recall reaches the target, the pick reaches it and costs no
+    more than any other that does; when none does, the pick comes closest."""
+    feasible, cost = brute_force_pick(t, max(b * r for b, r in recall_of), target, recall_of)
+    if feasible:
+        assert recall_of[(pick.bands, pick.rows)] >= target
+        assert pick.threshold_bin_recall == pytest.approx(recall_of[(pick.bands, pick.rows)], abs=1e-9)
+        assert cost[(pick.bands, pick.rows)] == pytest.approx(min(cost[k] for k in feasible), abs=1e-9)
+    else:
+        assert pick.threshold_bin_recall == pytest.approx(max(recall_of.values()), abs=1e-9)
 
 
 @settings(max_examples=30, deadline=None)  # each example brute-forces every b*r <= n
@@ -165,23 +239,84 @@ def test_bin_recall_equals_the_exact_rational_mean(bands: int, rows: int, t: Fra
     st.sampled_from([0.9, 0.95, 0.99, 0.995]),
 )
 def test_the_tuner_meets_the_recall_target_whenever_a_banding_can(t: float, n: int, target: float) -> None:
-    """The law: among every b*r <= n (brute force), when some banding's expected recall in
-    [t, t + 0.05) reaches the target, the pick reaches it too and costs no more (weighted FP and
-    FN) than any other that does; when none does, the pick is the one coming closest."""
+    """The law under the prior: brute force over every b*r <= n, each banding's recall the exact
+    rational mean of P under the prior's falling density (its quadrature where b*r > 24)."""
     pick = optimal_params(t, n, 0.2, 0.8, recall_at_threshold=target)
     assert pick.bands * pick.rows <= n
-    recalls = {
-        (b, r): exact_bin_recall(Fraction(t), b, r) if b * r <= 24 else threshold_bin_recall(t, b, r)
+    top = Fraction(PRIOR_TOP).limit_denominator(100)
+    recall_of = {
+        (b, r): exact_weighted_bin_recall(Fraction(t), b, r, top)
+        if b * r <= 24
+        else threshold_bin_recall(t, b, r)
         for b in range(1, n + 1)
         for r in range(1, n // b + 1)
     }
-    feasible = [k for k, v in recalls.items() if v >= target]
-    if feasible:
-        assert pick.threshold_bin_recall >= target
-        cost = {k: 0.2 * false_positive_rate(t, *k) + 0.8 * false_negative_rate(t, *k) for k in feasible}
-        assert cost[(pick.bands, pick.rows)] == pytest.approx(min(cost.values()), abs=1e-9)
-    else:
-        assert pick.threshold_bin_recall == pytest.approx(max(recalls.values()), abs=1e-9)
+    assert_the_law(pick, t, target, recall_of)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from([0.3, 0.5, 0.6, 0.7, 0.8, 0.9]),
+    st.integers(8, 48),
+    st.sampled_from([0.9, 0.95, 0.99]),
+    st.lists(st.tuples(st.floats(0.0, 1.0, exclude_max=True), st.integers(1, 500)), min_size=1, max_size=30),
+    st.tuples(st.integers(1, 40), st.integers(1, 10)),
+)
+def test_the_tuner_meets_the_target_for_a_collections_own_density(
+    t: float, n: int, target: float, spread: list[tuple[float, int]], found_by: tuple[int, int]
+) -> None:
+    """The law under any density a collection's pairs can have (bunched at t, at the top, in
+    clumps): the pairs' similarities and counts drawn at random, found by a random banding; each
+    banding's recall computed here directly as the found pairs' Horvitz-Thompson mean of its P,
+    and the tuner's pick against brute force over every b*r <= n."""
+    similarities = np.array([t + 0.0499 * x for x, _ in spread])  # inside the bin, rounding too
+    counts = np.array([c for _, c in spread], dtype=np.float64)
+    b0, r0 = found_by
+    if candidate_probability(similarities, b0, r0).min() < 1e-9:
+        return  # a banding that could not have found these pairs
+    density = observed_density(t, similarities, counts, b0, r0)
+    stands_for = counts / candidate_probability(similarities, b0, r0)  # pairs found or not
+    recall_of = {
+        (b, r): float((stands_for * candidate_probability(similarities, b, r)).sum() / stands_for.sum())
+        for b in range(1, n + 1)
+        for r in range(1, n // b + 1)
+    }
+    pick = optimal_params(t, n, 0.2, 0.8, recall_at_threshold=target, density=density)
+    assert_the_law(pick, t, target, recall_of)
+    # The found banding's own recall from its pairs: found over what they stand for.
+    assert density.recall(b0, r0)[0] == pytest.approx(counts.sum() / stands_for.sum(), rel=1e-9)
+
+
+@given(
+    st.lists(st.tuples(st.floats(0.0, 1.0, exclude_max=True), st.floats(1.0, 1e4)), min_size=1, max_size=20),
+    st.integers(1, 30),
+    st.integers(1, 8),
+)
+def test_pairs_found_as_often_as_expected_give_back_the_pairs_density(
+    spread: list[tuple[float, float]], bands: int, rows: int
+) -> None:
+    """Horvitz-Thompson: when each similarity's found pairs are exactly the expected share P(s) of
+    its pairs, the observed density is the pairs' own, whatever P did to them."""
+    t = 0.6
+    similarities = np.array([t + 0.0499 * x for x, _ in spread])  # inside the bin, rounding too
+    pairs = np.array([n for _, n in spread])
+    p = candidate_probability(similarities, bands, rows)
+    if p.min() < 1e-6:
+        return
+    density = observed_density(t, similarities, pairs * p, bands, rows)
+    assert density.weights == pytest.approx(pairs / pairs.sum(), rel=1e-9)
+    assert density.recall(bands, rows)[0] == pytest.approx((pairs * p).sum() / pairs.sum(), rel=1e-9)
+
+
+def test_an_observed_density_needs_pairs_in_the_bin_and_one_threshold() -> None:
+    with pytest.raises(ParamsError, match=r"no stored pair lies in \[0\.8, 0\.85\)"):
+        observed_density(0.8, [0.7, 0.9], [3, 4], 16, 8)
+    density = observed_density(0.8, [0.81], [5], 16, 8)
+    with pytest.raises(ParamsError, match=r"density is for threshold 0\.8, not 0\.7"):
+        optimal_params(0.7, 128, recall_at_threshold=0.99, density=density)
+    assert isinstance(density, BinDensity)
+    assert density.pairs == 5
+    assert "own 5 pairs" in density.describe()
 
 
 def test_the_default_target_changes_the_default_picks_where_they_missed() -> None:
@@ -199,7 +334,12 @@ def test_the_banding_text_names_p_at_the_threshold_and_the_bin() -> None:
     b = evaluate_banding(0.5, 30, 4)
     assert b.candidate_probability_at_threshold == pytest.approx(1 - (1 - 0.5**4) ** 30)
     assert "P(candidate) at 0.5 0.8557" in str(b)
-    assert "mean over [0.5, 0.55] 0.9043" in str(b)
+    assert f"expected recall in [0.5, 0.55) {b.threshold_bin_recall:.4f} (pairs' density falling" in str(b)
+    assert (
+        b.threshold_bin_recall
+        < threshold_bin_recall(0.5, 30, 4, prior_density(0.5, 120, 1.0))
+        == pytest.approx(0.9043, abs=1e-4)
+    )
     assert b.bucket_rows == 30
     assert b.candidates_per_found_pair == pytest.approx(
         0.5 * b.false_positive_rate / (0.5 * (1 - b.false_negative_rate))

@@ -8,7 +8,7 @@ import math
 import sys
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from neardup.cli.command import command
 from neardup.cli.connect import open_database
@@ -24,6 +24,9 @@ from neardup.cli.options import (
     plot,
 )
 from neardup.cli.output import check_writable, emit, rounded, written
+
+if TYPE_CHECKING:
+    from neardup.core.tuning import Banding
 
 EVAL_COLUMNS = (
     "low",
@@ -147,6 +150,20 @@ def _tune_options(p: argparse.ArgumentParser) -> None:
     plot(p, "also draw the S-curve with the FP and FN areas")
 
 
+# Under this threshold the recall target needs bands of 3 or 4 rows, whose candidates make queries
+# measurably slower: tune says so.
+QUERY_COST_BELOW = 0.6
+
+
+def _candidates_ratio(banding: Banding, untargeted: Banding) -> float | None:
+    """Expected candidates per found pair of ``banding`` over those of ``untargeted`` (the uniform
+    model's); None where either is undefined (t = 1)."""
+    mine, theirs = banding.candidates_per_found_pair, untargeted.candidates_per_found_pair
+    if math.isinf(mine) or math.isinf(theirs) or theirs <= 0:
+        return None
+    return mine / theirs
+
+
 @command("tune", _tune_options)
 def cmd_tune(args: argparse.Namespace) -> int:
     """Choose bands and rows for a threshold (no database needed).
@@ -172,6 +189,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
         recall_at_threshold=args.recall_at_threshold,
     )
     print(str(b), file=sys.stderr)
+    untargeted = optimal_params(args.threshold, args.num_perm, args.fp_weight, args.fn_weight)
+    more = _candidates_ratio(b, untargeted)
+    if args.threshold < QUERY_COST_BELOW and more is not None and more > 1.0:
+        print(
+            f"queries cost more under {QUERY_COST_BELOW:g}: these bands make about {more:.1f}x the "
+            f"candidates of the {untargeted.bands} x {untargeted.rows} tuned without the recall target "
+            "(a model), and a "
+            "query reads each of its candidates; measured on Debian package descriptions at 0.5, a "
+            "query's p50 is 1.7x (docs/benchmarks/threshold.md)",
+            file=sys.stderr,
+        )
     if b.threshold_bin_recall < args.recall_at_threshold:
         print(
             f"no banding of {args.num_perm} permutations reaches {args.recall_at_threshold:g}: "
@@ -196,6 +224,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             "threshold_bin_recall",
             "bucket_rows_per_document",
             "expected_candidates_per_found_pair",
+            "candidates_vs_untargeted",
         ],
         [
             (
@@ -209,6 +238,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                 b.bucket_rows,
                 # None at t = 1, where no interval of pairs lies above it to be found.
                 None if math.isinf(b.candidates_per_found_pair) else rounded(b.candidates_per_found_pair),
+                None if more is None else rounded(more),
             )
         ],
     )

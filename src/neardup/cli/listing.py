@@ -6,12 +6,15 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from neardup.cli.command import command
 from neardup.cli.connect import open_index
 from neardup.cli.options import POSITIVE, max_text_length, min_jaccard, neighbour_arguments, neighbour_options
 from neardup.cli.output import emit, rounded
+
+if TYPE_CHECKING:
+    from neardup.core.recall_check import RecallCheck
 
 
 def _query_options(p: argparse.ArgumentParser) -> None:
@@ -179,6 +182,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
     distinct texts or more (dense_contents, dense_documents: theirs), which store a verified subset
     of their pairs that connects them. bytes.TABLE.rows and .indexes: each structure's bytes.
 
+    expected_threshold_bin_recall: the expected recall of the pairs in [threshold, threshold +
+    0.05) under the tuner's prior (pairs bunched towards the threshold). threshold_bin_pairs and
+    threshold_bin_recall_own: the stored pairs in that bin and the expected recall they give
+    (each found pair weighted by 1 / P(candidate) of its similarity: an estimate, trusted from
+    100 pairs). When it falls under the collection's recall target, threshold_bin_recall_short is
+    true, threshold_bin_rebuild names the rebuild that would restore it and standard error warns,
+    with that rebuild's bands, bucket rows and candidates (a model).
+
     Example: neardup stats --format json
     """
     from neardup.database import Database
@@ -221,6 +232,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             ("expected_fn_rate", rounded(s.expected_fn_rate)),
             ("candidate_probability_at_threshold", rounded(s.candidate_probability_at_threshold)),
             ("expected_threshold_bin_recall", rounded(s.expected_threshold_bin_recall)),
+            *_recall_check_rows(s.recall_check),
             *((f"params.{k}", v) for k, v in s.params.to_dict().items()),
             *(
                 (f"largest_bucket.{i}", f"band {b} bucket {k}: {n}")
@@ -228,4 +240,20 @@ def cmd_stats(args: argparse.Namespace) -> int:
             ),
         ]
         emit(args.format, ["name", "value"], rows)
+    if s.recall_check is not None and s.recall_check.short:
+        print(f"warning: {s.recall_check.summary()}", file=sys.stderr)
     return 0
+
+
+def _recall_check_rows(check: RecallCheck | None) -> list[tuple[str, Any]]:
+    """The threshold bin's check from the collection's own pairs, as stats rows."""
+    if check is None:
+        return []
+    fix = check.restoration
+    return [
+        ("threshold_bin_pairs", check.pairs),
+        ("threshold_bin_recall_own", rounded(check.own_recall) if check.own_recall is not None else None),
+        ("threshold_bin_recall_short", check.short),
+        ("threshold_bin_rebuild", f"neardup rebuild {fix.option}" if fix is not None else None),
+        ("threshold_bin_check", check.summary()),
+    ]

@@ -14,6 +14,7 @@ from neardup.core.shingle import ShingleKind, check_shingling
 from neardup.core.tuning import (
     DEFAULT_RECALL_AT_THRESHOLD,
     Banding,
+    BinDensity,
     check_recall_target,
     evaluate_banding,
     optimal_params,
@@ -96,12 +97,17 @@ class Params:
         num_perm: int = DEFAULT_NUM_PERM,
         fp_weight: float = 0.5,
         fn_weight: float = 0.5,
+        *,
+        density: BinDensity | None = None,
         **fields: Any,
     ) -> Params:
         """Params whose bands and rows are tuned for ``threshold`` (see ``optimal_params``) and
-        the ``recall_at_threshold`` field (default DEFAULT_RECALL_AT_THRESHOLD; None: no target)."""
+        the ``recall_at_threshold`` field (default DEFAULT_RECALL_AT_THRESHOLD; None: no target),
+        the threshold's bin weighed by ``density`` (default the prior)."""
         recall = fields.setdefault("recall_at_threshold", DEFAULT_RECALL_AT_THRESHOLD)
-        banding = optimal_params(threshold, num_perm, fp_weight, fn_weight, recall_at_threshold=recall)
+        banding = optimal_params(
+            threshold, num_perm, fp_weight, fn_weight, recall_at_threshold=recall, density=density
+        )
         return cls(bands=banding.bands, rows=banding.rows, num_perm=num_perm, **fields)
 
     @property

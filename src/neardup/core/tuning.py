@@ -13,16 +13,22 @@ P is a polynomial of degree b*r <= num_perm, so Gauss-Legendre quadrature with n
 nodes integrates it exactly (up to rounding).
 
 Those two means weigh the whole curve, and a pick that minimises them still misses pairs right at
-the threshold (P(t) is 0.86 for 30 x 4 at t = 0.5). A recall target R adds a constraint: the mean
-of P over the threshold's own bin [t, t + THRESHOLD_BIN] (s uniform there) must reach R. The bin
-average, not P(t) itself, is what a user measures as recall at the threshold; it is again a
-polynomial's mean, integrated exactly.
+the threshold (P(t) is 0.86 for 30 x 4 at t = 0.5). A recall target R adds a constraint: the
+expected recall of the pairs in the threshold's own bin [t, t + THRESHOLD_BIN) must reach R. That
+is the mean of P over the bin weighted by where the pairs lie in it (``BinDensity``), and real
+pairs are not spread evenly: there are more of them the lower the similarity, so they bunch just
+above t, where P is lowest. Until a collection has pairs of its own the tuner takes a prior that
+falls linearly across the bin to PRIOR_TOP of its value at t (``prior_density``); its mean of P
+is a polynomial's integral, exact by the same quadrature. Once a collection has stored pairs in
+the bin, their similarities, each weighted by 1 / P(s) of the banding that found them (the pairs
+of that similarity it expects there, found or not: Horvitz and Thompson's estimator), are the
+density instead (``observed_density``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -69,25 +75,101 @@ def check_recall_target(recall: object) -> float:
     return float(recall)
 
 
-def _bin_recall(
-    threshold: float, bands: int, rows: npt.NDArray[np.int64], num_perm: int
-) -> npt.NDArray[np.float64]:
-    """Mean P over [t, min(1, t + THRESHOLD_BIN)] for b bands and each r in ``rows`` (exact
-    quadrature, as ``_rates``); at t = 1 the bin is the point 1, where P = 1."""
-    high = min(1.0, threshold + THRESHOLD_BIN)
-    if high <= threshold:
-        return np.ones(np.asarray(rows).shape)
-    nodes, weights = _legendre(num_perm // 2 + 1)
-    inside = threshold + (high - threshold) / 2.0 * (nodes + 1.0)
-    return np.asarray(weights @ _s_curve(inside[:, None], bands, rows) / 2.0, dtype=np.float64)
+# Where the prior puts the pairs of the threshold's bin: a density falling linearly across it, at
+# the bin's top this share of its value at t. Measured on Debian package descriptions and on
+# make_corpus.py's synthetic corpus (bench/bench_pair_density.py), the pairs of a bin fall towards
+# its top in most bins, the steepest as if to about 0.4 of their density at t; the prior is
+# steeper than any bin measured, so that a corpus more bunched than those is still covered.
+PRIOR_TOP = 0.2
+# Stored pairs in the threshold's bin from which a collection's own density is trusted over the
+# prior: with fewer, a few pairs' similarities would set the estimate.
+OWN_DENSITY_MIN_PAIRS = 100
 
 
-def threshold_bin_recall(threshold: float, bands: int, rows: int) -> float:
-    """Expected recall of pairs in the threshold's bin [t, t + THRESHOLD_BIN): the S-curve's mean
-    there, for s uniform in the bin (a modelling choice; real pairs crowd towards t)."""
+@dataclass(frozen=True, eq=False)
+class BinDensity:
+    """Where the pairs of a threshold's bin [t, t + THRESHOLD_BIN) lie: points of the bin with
+    weights summing to 1, so that the pairs' mean of any f is ``weights @ f(points)`` (exact for
+    the prior's polynomials; an estimate from a collection's own pairs)."""
+
+    threshold: float
+    points: npt.NDArray[np.float64]
+    weights: npt.NDArray[np.float64]
+    pairs: int = 0
+    """The stored pairs it is estimated from; 0 for a prior."""
+    top: float | None = PRIOR_TOP
+    """For a prior, its density at the bin's top as a share of its density at t (None: observed)."""
+
+    def recall(self, bands: int, rows: int | npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """Expected recall of the bin's pairs for b bands and each r in ``rows``: the mean of P."""
+        r = np.atleast_1d(np.asarray(rows, dtype=np.int64))
+        return np.asarray(self.weights @ _s_curve(self.points[:, None], bands, r), dtype=np.float64)
+
+    def describe(self) -> str:
+        """Words for people: which density this is."""
+        if self.top is None:
+            return f"the collection's own {self.pairs:,} pairs in the bin"
+        if self.top == 1.0:
+            return "pairs spread evenly across the bin"
+        return f"pairs' density falling across the bin to {self.top:g} of its value at the threshold"
+
+
+def _bin_edges(threshold: float) -> tuple[float, float]:
+    return threshold, min(1.0, threshold + THRESHOLD_BIN)
+
+
+@lru_cache(maxsize=64)
+def prior_density(threshold: float, num_perm: int = 128, top: float = PRIOR_TOP) -> BinDensity:
+    """The density before a collection has pairs: linear across [t, t + THRESHOLD_BIN), ``top``
+    of its value at t at the bin's top (1: even), as Gauss-Legendre nodes and weights exact for P
+    of any b*r <= num_perm (a polynomial of degree b*r times a linear density); at t = 1 the bin
+    is the point 1. A modelling choice, not a property of any corpus (see PRIOR_TOP)."""
+    check_threshold(threshold)
+    if not 0.0 <= top <= 1.0:
+        raise ParamsError(f"a prior's density at the bin's top must be in [0, 1] of that at t, got {top!r}")
+    low, high = _bin_edges(threshold)
+    if high <= low:
+        return BinDensity(threshold, np.ones(1), np.ones(1), 0, top)
+    nodes, weights = _legendre(num_perm // 2 + 2)
+    x = (nodes + 1.0) / 2.0  # onto [0, 1]
+    density = 2.0 * (1.0 - (1.0 - top) * x) / (1.0 + top)  # integrates to 1 over [0, 1]
+    return BinDensity(threshold, low + (high - low) * x, weights / 2.0 * density, 0, top)
+
+
+def observed_density(
+    threshold: float,
+    similarities: npt.ArrayLike,
+    counts: npt.ArrayLike,
+    bands: int,
+    rows: int,
+) -> BinDensity:
+    """The density of a collection's own pairs in [t, t + THRESHOLD_BIN): the stored pairs'
+    ``similarities`` (``counts`` of each, e.g. a fine histogram's midpoints), each weighted by
+    1 / P(s) of the ``bands`` x ``rows`` that found them, the pairs of that similarity expected in
+    the bin whether found or not (Horvitz-Thompson; approximate: ideal MinHash, and pairs outside
+    the bin or of other similarities ignored). ParamsError without a pair in the bin."""
+    check_threshold(threshold)
+    s = np.asarray(similarities, dtype=np.float64).reshape(-1)
+    c = np.asarray(counts, dtype=np.float64).reshape(-1)
+    if s.shape != c.shape:
+        raise ParamsError("one count per similarity")
+    low, high = _bin_edges(threshold)
+    inside = (s >= low) & ((s < high) | (s >= 1.0)) & (c > 0)
+    s, c = s[inside], c[inside]
+    if not c.size:
+        raise ParamsError(f"no stored pair lies in [{low:g}, {high:g})")
+    # A found pair had P(s) > 0; the floor keeps a rounding-to-zero P from dividing by it.
+    expected = c / np.maximum(_s_curve(s, bands, rows), 1e-300)
+    return BinDensity(threshold, s, expected / expected.sum(), round(c.sum()), None)
+
+
+def threshold_bin_recall(threshold: float, bands: int, rows: int, density: BinDensity | None = None) -> float:
+    """Expected recall of the pairs in the threshold's bin [t, t + THRESHOLD_BIN): the S-curve's
+    mean over them, placed by ``density`` (default the prior, ``prior_density``: approximate)."""
     check_threshold(threshold)
     check_banding(bands, rows, bands * rows)
-    return float(_bin_recall(threshold, bands, np.array([rows]), bands * rows)[0])
+    density = prior_density(float(threshold), bands * rows) if density is None else density
+    return float(density.recall(bands, rows)[0])
 
 
 def threshold_point(bands: int, rows: int) -> float:
@@ -158,6 +240,8 @@ class Banding:
     """Mean P(candidate) for s uniform below the threshold."""
     false_negative_rate: float
     """Mean P(missed) for s uniform at or above the threshold."""
+    density: BinDensity | None = field(default=None, compare=False, repr=False)
+    """Where the pairs of the threshold's bin are taken to lie (None: the prior)."""
 
     @property
     def threshold_point(self) -> float:
@@ -171,8 +255,14 @@ class Banding:
 
     @property
     def threshold_bin_recall(self) -> float:
-        """Expected recall of the pairs in [t, t + THRESHOLD_BIN): the S-curve's mean there."""
-        return threshold_bin_recall(self.threshold, self.bands, self.rows)
+        """Expected recall of the pairs in [t, t + THRESHOLD_BIN): the S-curve's mean over them,
+        placed by ``density`` (approximate)."""
+        return threshold_bin_recall(self.threshold, self.bands, self.rows, self.density)
+
+    @property
+    def bin_density(self) -> BinDensity:
+        """The density ``threshold_bin_recall`` weighs the bin by."""
+        return prior_density(self.threshold, self.bands * self.rows) if self.density is None else self.density
 
     @property
     def candidates_per_found_pair(self) -> float:
@@ -197,9 +287,9 @@ class Banding:
             f"bands={self.bands} rows={self.rows} (S-curve steepest near {self.threshold_point:.3f}) "
             f"for threshold {self.threshold:g}: expected false-positive rate {self.false_positive_rate:.4f}, "
             f"false-negative rate {self.false_negative_rate:.4f}; P(candidate) at "
-            f"{self.threshold:g} {self.candidate_probability_at_threshold:.4f}, mean over "
-            f"[{self.threshold:g}, {min(1.0, self.threshold + THRESHOLD_BIN):g}] "
-            f"{self.threshold_bin_recall:.4f}"
+            f"{self.threshold:g} {self.candidate_probability_at_threshold:.4f}, expected recall in "
+            f"[{self.threshold:g}, {min(1.0, self.threshold + THRESHOLD_BIN):g}) "
+            f"{self.threshold_bin_recall:.4f} ({self.bin_density.describe()})"
         )
         if self.unused_permutations:
             text += f"; uses {self.bands * self.rows} of {self.num_perm} permutations"
@@ -214,13 +304,15 @@ def optimal_params(
     *,
     use_all_permutations: bool = False,
     recall_at_threshold: float | None = None,
+    density: BinDensity | None = None,
 ) -> Banding:
     """The (b, r) with b*r <= num_perm minimising fp_weight*FP + fn_weight*FN (rates as above).
 
-    With ``recall_at_threshold`` R, only bandings whose mean P over the threshold's bin reaches R
-    are considered (the expected recall at the threshold, approximate as above); where none does
-    within num_perm, the one coming closest is chosen (its ``threshold_bin_recall`` says by how
-    much it falls short). Ties go to the choice using more permutations, then to fewer bands
+    With ``recall_at_threshold`` R, only bandings whose mean P over the threshold's bin, placed by
+    ``density`` (default the prior), reaches R are considered (the expected recall at the
+    threshold, approximate as above); where none does within num_perm, the one coming closest is
+    chosen (its ``threshold_bin_recall`` says by how much it falls short). Ties go to the choice
+    using more permutations, then to fewer bands
     (fewer bucket rows). With ``use_all_permutations`` only b*r == num_perm is considered;
     otherwise an unused remainder is reported in ``Banding.unused_permutations`` and in its text.
     """
@@ -239,6 +331,9 @@ def optimal_params(
     total = fp_weight + fn_weight
     if total <= 0:
         raise ParamsError("fp_weight and fn_weight cannot both be 0")
+    if density is not None and density.threshold != float(threshold):
+        raise ParamsError(f"the bin's density is for threshold {density.threshold:g}, not {threshold:g}")
+    placed = prior_density(float(threshold), int(num_perm)) if density is None else density
     wp, wn = fp_weight / total, fn_weight / total
     best: tuple[float, float, int, int, int, float, float] | None = None
     for b in range(1, num_perm + 1):
@@ -252,7 +347,7 @@ def optimal_params(
         shorts = (
             np.zeros(rs.size)
             if recall_at_threshold is None
-            else np.maximum(0.0, recall_at_threshold - _bin_recall(threshold, b, rs, int(num_perm)))
+            else np.maximum(0.0, recall_at_threshold - placed.recall(b, rs))
         )
         for r, fp, fn, short in zip(rs.tolist(), fps.tolist(), fns.tolist(), shorts.tolist(), strict=True):
             # Rounded so that float noise cannot break a real tie.
@@ -263,4 +358,4 @@ def optimal_params(
         raise InternalError(f"no banding considered for num_perm = {num_perm}")
     _, _, _, b, r, fp, fn = best
     check_banding(b, r, num_perm)
-    return Banding(b, r, int(num_perm), float(threshold), fp, fn)
+    return Banding(b, r, int(num_perm), float(threshold), fp, fn, density)

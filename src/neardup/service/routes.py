@@ -221,6 +221,7 @@ def get_collection(request: Request, name: str, who: Read) -> dict[str, Any]:
             "expected_fn_rate": s.expected_fn_rate,
             "candidate_probability_at_threshold": s.candidate_probability_at_threshold,
             "expected_threshold_bin_recall": s.expected_threshold_bin_recall,
+            **({"threshold_bin_check": s.recall_check.to_dict()} if s.recall_check else {}),
         },
     }
 
