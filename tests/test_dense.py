@@ -27,6 +27,7 @@ from hypothesis.stateful import (
 )
 
 from neardup.core.params import Params
+from neardup.errors import ParamsError
 from neardup.index import Index
 from neardup.ingest import pairing
 from tests._corpus import WORDS, brute_force_pairs, components
@@ -229,6 +230,11 @@ def test_a_cluster_that_is_not_there_is_refused(make_index: Callable[..., Any]) 
     index.add(clique("a", 3, 1))
     with pytest.raises(ClusterNotFoundError, match="no cluster 99999"):
         list(index.cluster_pairs(99999))
+    for bad in (2**63, -1, True, "7"):
+        with pytest.raises(ParamsError, match="a cluster id"):
+            index.cluster_pairs(bad)
+        with pytest.raises(ParamsError, match="a cluster id"):
+            index.pairs(cluster=bad)
 
 
 # -- a state machine over adds, removals, replacements and rebuilds on dense shapes ---------------

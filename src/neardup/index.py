@@ -606,8 +606,10 @@ class Index:
         commit independently of it.
         """
         floor = self.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
-        if cluster is not None and (isinstance(cluster, bool) or not isinstance(cluster, int)):
-            raise ParamsError(f"cluster must be an integer, got {cluster!r}")
+        if cluster is not None and (
+            isinstance(cluster, bool) or not isinstance(cluster, int) or not 0 <= cluster < 2**63
+        ):
+            raise ParamsError(f"cluster must be a cluster id (a whole number in [0, 2**63)), got {cluster!r}")
         doing = f"listing pairs of {self.name!r}"
         return listings.pairs(self._url, self._scope, floor, doing, cluster)
 
@@ -634,8 +636,10 @@ class Index:
         snapshot on a connection of its own. Quadratic: a cluster of k near-copies has about
         k²/2 pairs, each verified. ClusterNotFoundError if no stored content has that cluster id."""
         floor = self.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
-        if isinstance(cluster_id, bool) or not isinstance(cluster_id, int):
-            raise ParamsError(f"cluster_id must be an integer, got {cluster_id!r}")
+        if isinstance(cluster_id, bool) or not isinstance(cluster_id, int) or not 0 <= cluster_id < 2**63:
+            raise ParamsError(
+                f"cluster_id must be a cluster id (a whole number in [0, 2**63)), got {cluster_id!r}"
+            )
         doing = f"listing the pairs of cluster {cluster_id} of {self.name!r}"
         return complete.cluster_pairs(
             self._url, self._scope, self.name, self.config, self._sketch, cluster_id, floor, doing

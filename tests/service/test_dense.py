@@ -32,6 +32,8 @@ def test_the_http_api_flags_dense_clusters_and_streams_their_pairs(service: Serv
         assert all(p["jaccard"] >= 0.8 for p in pairs)
         assert len({(p["id_a"], p["id_b"]) for p in pairs}) == 66
         assert client.get(f"/v1/collections/{name}/clusters/999999/pairs").status_code == 404
+        # Past a cluster id's range (a 64-bit integer) the request is refused, not a server error.
+        assert client.get(f"/v1/collections/{name}/clusters/{2**63}/pairs").status_code == 422
     with service.client() as browser:
         form = browser.get("/review/login", params={"next": f"/review/{name}"})
         browser.post(

@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Path, Request, Response
 from fastapi import Query as QueryParam
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -473,7 +473,11 @@ def _cluster_json(c: Any) -> dict[str, Any]:
 
 @router.get("/v1/collections/{name}/clusters/{cluster}/pairs", responses=_LISTING)
 def cluster_pairs(
-    request: Request, name: str, cluster: int, who: Read, min_jaccard: MinJaccard = None
+    request: Request,
+    name: str,
+    cluster: Annotated[int, Path(ge=0, le=2**63 - 1)],
+    who: Read,
+    min_jaccard: MinJaccard = None,
 ) -> Any:
     """Every pair of one cluster (id_a, id_b, jaccard) as NDJSON, verified when read: a dense
     cluster stores only a verified subset of its pairs that connects it, and this gives them all.
