@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class CollectionInfo:
     """A collection of the schema: its settings and, when counted, its documents, stored pairs
-    (pairs of different texts, as ``Index.stats`` counts them) and clusters."""
+    (``pairs``: pairs of different texts, as ``Index.stats`` counts them; the command line calls
+    them text pairs), clusters and pairs of documents."""
 
     name: str
     threshold: float
@@ -51,6 +52,20 @@ class CollectionInfo:
     documents: int | None = None
     pairs: int | None = None
     clusters: int | None = None
+    document_pairs: int | None = None
+    """Pairs of documents, as ``Index.pairs`` lists them (``Stats.document_pairs``)."""
+
+
+@dataclass(frozen=True)
+class DowngradePlan:
+    """What a downgrade of the schema would undo, before it runs: the revision it is at, the
+    migrations undone (newest first: revision, what it added, which goes with its data), and, for
+    a downgrade to ``base``, which drops every table, each collection with its documents."""
+
+    current: str | None
+    target: str
+    steps: list[tuple[str, str]]
+    dropped: list[tuple[str, int]]
 
 
 def _info(row: catalog.CollectionRow, counts: dict[str, int] | None) -> CollectionInfo:
@@ -64,6 +79,7 @@ def _info(row: catalog.CollectionRow, counts: dict[str, int] | None) -> Collecti
         found.get("documents"),
         found.get("pairs"),
         found.get("clusters"),
+        found.get("document_pairs"),
     )
 
 
@@ -130,6 +146,15 @@ class Database:
     def downgrade(self, revision: str) -> None:
         """Take the schema down to ``revision``; ``base`` drops every neardup table (and its data)."""
         migrate.downgrade(self.url, self.schema, revision)
+
+    def downgrade_plan(self, revision: str) -> DowngradePlan:
+        """What ``downgrade(revision)`` would undo and, to ``base``, drop (``DowngradePlan``);
+        ParamsError when ``revision`` is no revision below the schema's."""
+        with self._scope() as scope:
+            current = migrate.revision_on(scope.conn, self.schema)
+            dropped = migrate.documents_by_collection(scope.conn, self.schema) if revision == "base" else []
+        target, steps = migrate.downgrade_steps(current, revision)
+        return DowngradePlan(current, target, steps, dropped)
 
     def require_current(self) -> None:
         """SchemaError unless the schema is at the revision this neardup needs."""
@@ -240,7 +265,8 @@ class Database:
 
 
 def _counts(scope: Scope, row: catalog.CollectionRow) -> dict[str, int]:
-    return statistics.counts(scope.with_collection(row.collection_id, row.distributed))
+    mine = scope.with_collection(row.collection_id, row.distributed)
+    return {**statistics.counts(mine), "document_pairs": statistics.document_pairs(mine)}
 
 
 class Review:
@@ -484,6 +510,7 @@ __all__ = [
     "CollectionInfo",
     "Database",
     "DocumentRow",
+    "DowngradePlan",
     "LabelRow",
     "Labels",
     "PairQuery",

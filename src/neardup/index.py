@@ -87,6 +87,12 @@ class Stats:
     neighbour_bytes: int = 0
     """Their bytes on disk: their share of the bucket partition and its index, their own indexes,
     and the content ids the lookup index carries in the bands' entries for them (approximate)."""
+    keep: str = "first"
+    """Which document of a cluster is its representative (``Index.keep``)."""
+    changes_feed: bool = False
+    """Whether the collection's writes are numbered in a changes feed."""
+    changes_retention_hours: float | None = None
+    """How long the feed keeps a change, in hours (None: every change, or no feed)."""
 
 
 class Cluster(list[str]):
@@ -576,6 +582,10 @@ class Index:
             kept, kept_bytes = changes.kept(scope)
             if kept:  # a collection without the feed has no entry
                 sizes["changes"] = (kept_bytes, 0)
+            row = catalog.get(scope, self.name)
+            if row is None:
+                raise CollectionNotFoundError(f"collection {self.name!r} was dropped")
+            retention = row.change_retention
             return Stats(
                 name=self.name,
                 **counts,
@@ -592,6 +602,9 @@ class Index:
                 expected_threshold_bin_recall=banding.threshold_bin_recall,
                 bytes_by_table=sizes,
                 **_neighbour_size(scope, self.params),
+                keep=row.keep,
+                changes_feed=row.change_feed,
+                changes_retention_hours=None if retention is None else retention.total_seconds() / 3600,
             )
 
     def evaluate(self, sample: int = 1000, *, seed: int = 0, floor: float | None = None) -> Evaluation:

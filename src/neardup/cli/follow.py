@@ -51,7 +51,7 @@ def _say(applied: Applied) -> None:
     a = applied.added
     print(
         f"applied {applied.changes} changes: added {a.added}, replaced {a.replaced}, "
-        f"unchanged {a.unchanged}, removed {applied.removed}, new pairs {a.new_pairs}",
+        f"unchanged {a.unchanged}, removed {applied.removed}, new text pairs {a.new_pairs}",
         file=sys.stderr,
         flush=True,
     )

@@ -43,7 +43,9 @@ def _progress(start: float) -> Callable[[AddResult], None]:
             done = total.added + total.replaced + total.unchanged
             rate = done / max(now - start, 1e-9)
             print(
-                f"\r{done:,} documents, {rate:,.0f}/s, {total.new_pairs:,} new pairs", end="", file=sys.stderr
+                f"\r{done:,} documents, {rate:,.0f}/s, {total.new_pairs:,} new text pairs",
+                end="",
+                file=sys.stderr,
             )
 
     return show
@@ -89,8 +91,9 @@ def _names(text: str) -> list[str]:
 def cmd_add(args: argparse.Namespace) -> int:
     """Add documents; each batch's verified pairs are stored before it commits.
 
-    "new pairs" counts the stored pairs of distinct texts the input added (as `stats` pairs counts
-    them); `stats` document_pairs is how many rows `neardup pairs` lists.
+    "new text pairs" counts the stored pairs of distinct texts the input added (`stats` and
+    `collections` text_pairs); copies of one text are no text pair. The rows `neardup pairs`
+    lists, every pair of documents, are `stats` and `collections` document_pairs.
 
     Example: neardup add crawl.parquet --id-field doc_id --text-field body --meta-fields url,lang
     """
@@ -133,7 +136,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         print(
             f"added {result.added}, replaced {result.replaced}, unchanged {result.unchanged}, "
             f"empty {result.empty}, rejected {len(rejected)}, "
-            f"new pairs {result.new_pairs} (of distinct texts) in {time.monotonic() - start:.1f} s"
+            f"new text pairs {result.new_pairs} in {time.monotonic() - start:.1f} s"
             + (f"; rejected records are in {args.rejects}" if rejected else ""),
             file=sys.stderr,
         )

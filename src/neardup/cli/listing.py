@@ -10,7 +10,7 @@ from typing import Any
 from neardup.cli.command import command
 from neardup.cli.connect import open_index
 from neardup.cli.options import POSITIVE, max_text_length, min_jaccard, neighbour_arguments, neighbour_options
-from neardup.cli.output import emit, rounded
+from neardup.cli.output import emit, emit_record, rounded
 
 
 def _query_options(p: argparse.ArgumentParser) -> None:
@@ -107,13 +107,16 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 
 @command("stats")
 def cmd_stats(args: argparse.Namespace) -> int:
-    """Counts, size on disk, fullest buckets and parameters of the collection.
+    """Counts, settings, size on disk, fullest buckets and parameters of the collection.
 
-    contents: distinct texts (copies of one text are one content). pairs: stored near-duplicate
-    pairs of distinct texts (what `add` reports as new pairs). identical_pairs: pairs of
-    documents with the same text. document_pairs: the rows `neardup pairs` lists, every pair of
-    documents whose texts are a stored pair plus the identical pairs. clusters: those of two or
-    more documents, as `neardup clusters` lists them.
+    documents; contents: distinct texts (copies of one text are one content); text_pairs: stored
+    near-duplicate pairs of distinct texts (what `add` reports as new text pairs);
+    identical_pairs: pairs of documents with the same text; document_pairs: the rows `neardup
+    pairs` lists, every pair of documents whose texts are a stored pair plus the identical pairs;
+    clusters: those of two or more documents, as `neardup clusters` lists them. Then what the
+    collection keeps (keep, neighbours, changes_feed), its bytes and its parameters. JSON and
+    JSONL give one object (`neardup stats --format json | jq .documents`); TSV and CSV a row a
+    value, nested names joined by dots.
 
     Example: neardup stats --format json
     """
@@ -122,43 +125,45 @@ def cmd_stats(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         index = open_index(args, stack)
         s = index.stats()
-        rows: list[tuple[str, Any]] = [
-            ("database", Database(args.url, args.schema).url_redacted),
-            *([("data_directory", args.data_directory)] if getattr(args, "data_directory", None) else []),
-            ("collection", s.name),
-            ("distributed", index.distributed),
-            ("documents", s.documents),
-            ("contents", s.contents),
-            ("pairs", s.pairs),
-            ("identical_pairs", s.identical_pairs),
-            ("document_pairs", s.document_pairs),
-            ("clusters", s.clusters),
-            ("bucket_rows", s.bucket_rows),
-            ("bytes_on_disk", s.bytes_on_disk),
-            *(
-                [
-                    ("neighbour_rows", s.neighbour_rows),
-                    ("neighbour_bytes_per_document", s.neighbour_bytes // max(s.documents, 1)),
-                ]
+        record: dict[str, Any] = {
+            "database": Database(args.url, args.schema).url_redacted,
+            **({"data_directory": args.data_directory} if getattr(args, "data_directory", None) else {}),
+            "collection": s.name,
+            "documents": s.documents,
+            "contents": s.contents,
+            "text_pairs": s.pairs,
+            "identical_pairs": s.identical_pairs,
+            "document_pairs": s.document_pairs,
+            "clusters": s.clusters,
+            "threshold": s.threshold,
+            "keep": s.keep,
+            "store_text": s.store_text,
+            "neighbours": s.params.neighbours,
+            "changes_feed": s.changes_feed,
+            **({"changes_retention_hours": s.changes_retention_hours} if s.changes_feed else {}),
+            "distributed": index.distributed,
+            "bucket_rows": s.bucket_rows,
+            **(
+                {
+                    "neighbour_rows": s.neighbour_rows,
+                    "neighbour_bytes_per_document": s.neighbour_bytes // max(s.documents, 1),
+                }
                 if s.params.neighbours
-                else []
+                else {}
             ),
-            *(
-                (f"bytes.{table}.{part}", size)
-                for table, sizes in s.bytes_by_table.items()
-                for part, size in zip(("rows", "indexes"), sizes, strict=True)
-            ),
-            ("threshold", s.threshold),
-            ("store_text", s.store_text),
-            ("expected_fp_rate", rounded(s.expected_fp_rate)),
-            ("expected_fn_rate", rounded(s.expected_fn_rate)),
-            ("candidate_probability_at_threshold", rounded(s.candidate_probability_at_threshold)),
-            ("expected_threshold_bin_recall", rounded(s.expected_threshold_bin_recall)),
-            *((f"params.{k}", v) for k, v in s.params.to_dict().items()),
-            *(
-                (f"largest_bucket.{i}", f"band {b} bucket {k}: {n}")
-                for i, (b, k, n) in enumerate(s.largest_buckets, 1)
-            ),
-        ]
-        emit(args.format, ["name", "value"], rows)
+            "bytes_on_disk": s.bytes_on_disk,
+            "bytes": {
+                table: {"rows": rows, "indexes": indexes}
+                for table, (rows, indexes) in s.bytes_by_table.items()
+            },
+            "expected_fp_rate": rounded(s.expected_fp_rate),
+            "expected_fn_rate": rounded(s.expected_fn_rate),
+            "candidate_probability_at_threshold": rounded(s.candidate_probability_at_threshold),
+            "expected_threshold_bin_recall": rounded(s.expected_threshold_bin_recall),
+            "params": s.params.to_dict(),
+            "largest_buckets": [
+                {"band": band, "bucket": key, "contents": n} for band, key, n in s.largest_buckets
+            ],
+        }
+        emit_record(args.format, record)
     return 0

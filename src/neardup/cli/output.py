@@ -67,6 +67,31 @@ def emit(
         _write_rows(fmt, columns, rows, f)
 
 
+def emit_record(fmt: str, record: dict[str, Any]) -> None:
+    """One record (a command's report, not a listing) to stdout: as one JSON object with typed
+    values in ``json`` and ``jsonl`` (nested objects and lists kept), else as name and value rows,
+    nested names joined by dots (``params.bands``) and list items numbered from 1."""
+    if fmt in ("json", "jsonl"):
+        json.dump(record, sys.stdout, ensure_ascii=False, indent=2 if fmt == "json" else None)
+        sys.stdout.write("\n")
+        return
+    _write_rows(fmt, ["name", "value"], _flattened(record, ""), sys.stdout)
+
+
+def _flattened(value: Any, name: str) -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _flattened(inner, f"{name}.{key}" if name else str(key))
+    elif isinstance(value, list):
+        for n, inner in enumerate(value, 1):
+            if isinstance(inner, dict):  # a list item on one row: its fields as name value pairs
+                yield f"{name}.{n}", " ".join(f"{k} {v}" for k, v in inner.items())
+            else:
+                yield from _flattened(inner, f"{name}.{n}")
+    else:
+        yield name, value
+
+
 def _write_rows(fmt: str, columns: Sequence[str], rows: Iterable[Row], out: TextIO) -> None:
     write = writer(fmt, columns, out)
     for row in rows:
@@ -88,6 +113,11 @@ def _emit_parquet(
 
     with staged(out, "--out") as path:
         write_parquet(str(path), columns, types, rows)
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless there is one: ``1 cluster``, ``12 documents``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def rounded(x: float) -> float:

@@ -204,7 +204,7 @@ def get_collection(request: Request, name: str, who: Read) -> dict[str, Any]:
         "stats": {
             "documents": s.documents,
             "contents": s.contents,
-            "pairs": s.pairs,
+            "text_pairs": s.pairs,
             "identical_pairs": s.identical_pairs,
             "document_pairs": s.document_pairs,
             "clusters": s.clusters,
