@@ -4,12 +4,14 @@ with their fix, destructive commands that say what they delete, reports a progra
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from neardup.cli import main
 from neardup.credentials import digest
 from neardup.database import Database
+from tests.conftest import Run
 
 
 def test_global_options_work_after_the_command_too(
@@ -79,3 +81,33 @@ def test_an_option_close_to_none_is_named_without_a_guess(capsys: pytest.Capture
     assert err.rstrip().endswith("unrecognized option --zzzzzz")
     assert main(["stats", "extra", "words"]) == 2
     assert capsys.readouterr().err.startswith("usage: neardup stats")  # the command's usage, not the top one
+
+
+def test_add_of_a_directory_of_parquet_and_a_readme_reads_both(cli: Run, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "crawl"
+    folder.mkdir()
+    pq.write_table(
+        pa.table({"id": ["a", "b"], "text": ["first row text", "second row text"]}), folder / "p.parquet"
+    )
+    (folder / "README").write_text("This crawl holds two rows.")
+    (folder / "fetch.py").write_text("print('the script that fetched it')")
+    assert cli("init")[0] == 0
+    status, _, err = cli("add", str(folder))
+    assert status == 1
+    assert err == (
+        f"neardup: error: {folder}/fetch.py: no format neardup reads (in a directory, .jsonl, .csv, "
+        ".tsv, .parquet and .arrow files give records, and text files such as .txt, .md or README one "
+        "document each): move it out of the directory, or leave it out with --skip-bad\n"
+    )
+    status, _, err = cli("add", str(folder), "--skip-bad", "--rejects", str(tmp_path / "rejected.jsonl"))
+    assert status == 0, err
+    assert err.startswith("added 3, replaced 0, unchanged 0, empty 0, rejected 1,")
+    assert cli("remove", "README")[1:] == ("", "removed 1 of 1\n")  # the README's id is its path inside
+    status, out, _ = cli("add", "--help")
+    assert (
+        "text files (.txt, .md, .html and the like, or a name without a suffix such as README)"
+        in " ".join(out.split())
+    )

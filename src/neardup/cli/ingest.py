@@ -278,13 +278,14 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
     Example: neardup dedup new.jsonl --against-index --out new.only.jsonl
     """
-    from neardup.inputs import kind_of, read_inputs
+    from neardup.inputs import expand, read_inputs
     from neardup.readers import check_paths
 
     check_paths(args.files)
     check_writable(args.out, "--out")
-    kinds = [kind_of(path, args.input_format) for path in args.files]
-    arrow = _arrow_kind(args.files, kinds)
+    files = expand(args.files, args.input_format)
+    kinds = [f.kind for f in files]
+    arrow = _arrow_kind([f.path for f in files], kinds)
     records: Iterable[SourceRecord] = read_inputs(
         args.files,
         args.input_format,
