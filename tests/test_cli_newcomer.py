@@ -4,6 +4,10 @@ with their fix, destructive commands that say what they delete, reports a progra
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +115,36 @@ def test_add_of_a_directory_of_parquet_and_a_readme_reads_both(cli: Run, tmp_pat
         "text files (.txt, .md, .html and the like, or a name without a suffix such as README)"
         in " ".join(out.split())
     )
+
+
+def test_a_killed_writers_file_beside_the_output_is_deleted_by_the_next_write(
+    cli: Run, tmp_path: Path
+) -> None:
+    # A process killed (SIGKILL) while it wrote pairs.parquet leaves .pairs.parquet.neardup-PID;
+    # the next write of pairs.parquet deletes it, and leaves a live writer's alone.
+    out = tmp_path / "pairs.parquet"
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import time; open({str(tmp_path)!r} + '/.pairs.parquet.neardup-' + "
+            "str(__import__('os').getpid()), 'w').write('half'); print('ready', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None
+    assert writer.stdout.readline() == "ready\n"
+    alive = tmp_path / f".pairs.parquet.neardup-{os.getppid()}"  # pytest's parent: alive, not ours
+    alive.write_text("someone else's, still being written")
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    writer.stdout.close()
+    left = tmp_path / f".pairs.parquet.neardup-{writer.pid}"
+    assert left.exists()
+    assert cli("init")[0] == 0
+    status, _, err = cli("pairs", "--format", "parquet", "--out", str(out))
+    assert status == 0, err
+    assert not left.exists()
+    assert alive.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, out.name])

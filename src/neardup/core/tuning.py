@@ -9,8 +9,10 @@ not a property of any corpus):
 
 Both are normalised by the length of their interval. datasketch's tuner leaves them unnormalised
 (its issue #129), which weighs false positives t/(1-t) times more than asked: 4x at t = 0.8.
-P is a polynomial of degree b*r <= num_perm, so Gauss-Legendre quadrature with num_perm/2 + 1
-nodes integrates it exactly (up to rounding).
+The integrals have a closed form: with u = s^r, the integral of (1 - s^r)^b over [0, x] is
+(1/r) B(1/r, b + 1) I(x^r; 1/r, b + 1), I the regularised incomplete beta function, so each
+banding costs a few special-function calls whatever num_perm is (quadrature exact for the
+polynomial took num_perm/2 + 1 nodes a banding, and minutes to search num_perm = 8192).
 
 Those two means weigh the whole curve, and a pick that minimises them still misses pairs right at
 the threshold (P(t) is 0.86 for 30 x 4 at t = 0.5). A recall target R adds a constraint: the mean
@@ -23,10 +25,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
+from scipy import special
 
 from neardup.core.lsh import check_banding
 from neardup.core.minhash import MAX_NUM_PERM
@@ -69,17 +71,31 @@ def check_recall_target(recall: object) -> float:
     return float(recall)
 
 
-def _bin_recall(
-    threshold: float, bands: int, rows: npt.NDArray[np.int64], num_perm: int
-) -> npt.NDArray[np.float64]:
-    """Mean P over [t, min(1, t + THRESHOLD_BIN)] for b bands and each r in ``rows`` (exact
-    quadrature, as ``_rates``); at t = 1 the bin is the point 1, where P = 1."""
+# A number of bands for every banding, or one for all of them.
+Bands = int | npt.NDArray[np.int64]
+
+
+def _integral_scale(bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """The integral of (1 - s^r)^b over [0, 1], (1/r) B(1/r, b + 1), for each b and r."""
+    r = np.asarray(rows, dtype=np.float64)
+    return np.asarray(np.exp(special.betaln(1.0 / r, bands + 1.0)) / r, dtype=np.float64)
+
+
+def _above(x: float, bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """The integral of (1 - s^r)^b over [x, 1] for each b and r, by the incomplete beta
+    function's complement (accurate where it is small)."""
+    r = np.asarray(rows, dtype=np.float64)
+    return _integral_scale(bands, rows) * special.betaincc(1.0 / r, bands + 1.0, x**r)
+
+
+def _bin_recall(threshold: float, bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """Mean P over [t, min(1, t + THRESHOLD_BIN)] for each b bands of r rows (closed form,
+    as ``_rates``); at t = 1 the bin is the point 1, where P = 1."""
     high = min(1.0, threshold + THRESHOLD_BIN)
     if high <= threshold:
         return np.ones(np.asarray(rows).shape)
-    nodes, weights = _legendre(num_perm // 2 + 1)
-    inside = threshold + (high - threshold) / 2.0 * (nodes + 1.0)
-    return np.asarray(weights @ _s_curve(inside[:, None], bands, rows) / 2.0, dtype=np.float64)
+    missed = _above(threshold, bands, rows) - _above(high, bands, rows)
+    return np.asarray(1.0 - missed / (high - threshold), dtype=np.float64)
 
 
 def threshold_bin_recall(threshold: float, bands: int, rows: int) -> float:
@@ -87,7 +103,7 @@ def threshold_bin_recall(threshold: float, bands: int, rows: int) -> float:
     there, for s uniform in the bin (a modelling choice; real pairs crowd towards t)."""
     check_threshold(threshold)
     check_banding(bands, rows, bands * rows)
-    return float(_bin_recall(threshold, bands, np.array([rows]), bands * rows)[0])
+    return float(_bin_recall(threshold, bands, np.array([rows]))[0])
 
 
 def threshold_point(bands: int, rows: int) -> float:
@@ -95,23 +111,16 @@ def threshold_point(bands: int, rows: int) -> float:
     return float((1.0 / bands) ** (1.0 / rows))
 
 
-@lru_cache(maxsize=32)
-def _legendre(n_nodes: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    nodes, weights = np.polynomial.legendre.leggauss(n_nodes)
-    return nodes, weights
-
-
 def _rates(
-    threshold: float, bands: int, rows: npt.NDArray[np.int64], num_perm: int
+    threshold: float, bands: Bands, rows: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """(FP, FN) for b bands and each r in ``rows``, by quadrature exact for degree <= num_perm."""
-    nodes, weights = _legendre(num_perm // 2 + 1)
-    below = threshold / 2.0 * (nodes + 1.0)  # nodes mapped onto [0, t]
-    above = threshold + (1.0 - threshold) / 2.0 * (nodes + 1.0)  # and onto [t, 1]
-    p_below = _s_curve(below[:, None], bands, rows)
-    p_above = _s_curve(above[:, None], bands, rows)
-    # The mean of f over [lo, hi] is (1/2) * sum(w_i * f(x_i)) once the nodes are mapped onto it.
-    return weights @ p_below / 2.0, weights @ (1.0 - p_above) / 2.0
+    """(FP, FN) for each b bands of r rows, in closed form (the module's docstring)."""
+    r = np.asarray(rows, dtype=np.float64)
+    below = _integral_scale(bands, rows) * special.betainc(1.0 / r, bands + 1.0, threshold**r)
+    fp = 1.0 - below / threshold  # the mean of P = 1 - (1 - s^r)^b over [0, t]
+    if threshold >= 1.0:  # [t, 1] is the point 1, where P = 1: nothing is missed
+        return fp, np.zeros(r.shape)
+    return fp, _above(threshold, bands, rows) / (1.0 - threshold)
 
 
 def check_threshold(threshold: object) -> float:
@@ -142,7 +151,7 @@ def evaluate_banding(threshold: float, bands: int, rows: int, num_perm: int | No
     check_threshold(threshold)
     num_perm = bands * rows if num_perm is None else num_perm
     check_banding(bands, rows, num_perm)
-    fps, fns = _rates(threshold, bands, np.array([rows]), bands * rows)
+    fps, fns = _rates(threshold, bands, np.array([rows]))
     return Banding(bands, rows, num_perm, float(threshold), float(fps[0]), float(fns[0]))
 
 
@@ -240,25 +249,26 @@ def optimal_params(
     if total <= 0:
         raise ParamsError("fp_weight and fn_weight cannot both be 0")
     wp, wn = fp_weight / total, fn_weight / total
+    # Every banding at once: b bands of r rows, b * r <= num_perm (== with use_all_permutations).
+    bands = np.concatenate([np.full(num_perm // b, b) for b in range(1, num_perm + 1)])
+    rows = np.concatenate([np.arange(1, num_perm // b + 1) for b in range(1, num_perm + 1)])
+    if use_all_permutations:
+        bands, rows = bands[bands * rows == num_perm], rows[bands * rows == num_perm]
+    fps, fns = _rates(threshold, bands, rows)
+    # How far each falls short of the target (0 for all when there is none, or when it is met).
+    shorts = (
+        np.zeros(rows.size)
+        if recall_at_threshold is None
+        else np.maximum(0.0, recall_at_threshold - _bin_recall(threshold, bands, rows))
+    )
     best: tuple[float, float, int, int, int, float, float] | None = None
-    for b in range(1, num_perm + 1):
-        rs = np.arange(1, num_perm // b + 1)
-        if use_all_permutations:
-            rs = rs[b * rs == num_perm]
-        if rs.size == 0:
-            continue
-        fps, fns = _rates(threshold, b, rs, int(num_perm))
-        # How far each falls short of the target (0 for all when there is none, or when it is met).
-        shorts = (
-            np.zeros(rs.size)
-            if recall_at_threshold is None
-            else np.maximum(0.0, recall_at_threshold - _bin_recall(threshold, b, rs, int(num_perm)))
-        )
-        for r, fp, fn, short in zip(rs.tolist(), fps.tolist(), fns.tolist(), shorts.tolist(), strict=True):
-            # Rounded so that float noise cannot break a real tie.
-            key = (round(short, 12), round(wp * fp + wn * fn, 12), -(b * r), b, r, fp, fn)
-            if best is None or key[:4] < best[:4]:
-                best = key
+    for b, r, fp, fn, short in zip(
+        bands.tolist(), rows.tolist(), fps.tolist(), fns.tolist(), shorts.tolist(), strict=True
+    ):
+        # Rounded so that float noise cannot break a real tie.
+        key = (round(short, 12), round(wp * fp + wn * fn, 12), -(b * r), b, r, fp, fn)
+        if best is None or key[:4] < best[:4]:
+            best = key
     if best is None:  # b = num_perm, r = 1 is always a candidate
         raise InternalError(f"no banding considered for num_perm = {num_perm}")
     _, _, _, b, r, fp, fn = best

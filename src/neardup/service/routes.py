@@ -348,6 +348,10 @@ async def check(
 ) -> dict[str, Any]:
     """Each document's stored near-duplicates, in input order; nothing is stored. With top_k or
     min_containment (a collection with neighbours), the query's answers to them instead."""
+    if direction == "within" and min_containment is None:
+        detail = "direction 'within' goes with min_containment (as --within with --min-containment)"
+        where = {"location": ["query", "direction"], "detail": detail}
+        raise ProblemError(422, detail, extra={"errors": [where]})
     body = await request.body()
     ctx = context(request)
 
