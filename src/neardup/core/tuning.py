@@ -85,7 +85,8 @@ def _above(x: float, bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[n
     """The integral of (1 - s^r)^b over [x, 1] for each b and r, by the incomplete beta
     function's complement (accurate where it is small)."""
     r = np.asarray(rows, dtype=np.float64)
-    return _integral_scale(bands, rows) * special.betaincc(1.0 / r, bands + 1.0, x**r)
+    complement = np.asarray(special.betaincc(1.0 / r, bands + 1.0, x**r), dtype=np.float64)
+    return _integral_scale(bands, rows) * complement
 
 
 def _bin_recall(threshold: float, bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
