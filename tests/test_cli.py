@@ -797,5 +797,5 @@ def test_labels_advise_eval_and_dedup_of_unstored_records(cli: Run, tmp_path: Pa
     status, _, err = cli("dedup", str(other), "--out", str(tmp_path / "out.jsonl"))
     assert status == 0, err
     assert "kept 3, dropped 0" in err
-    assert "warning: 2 of 3 input records are not in collection" in err
+    assert "neardup: warning: 2 of 3 input records are not in collection" in err
     assert "--against-index" in err

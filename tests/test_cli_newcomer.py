@@ -148,3 +148,79 @@ def test_a_killed_writers_file_beside_the_output_is_deleted_by_the_next_write(
     assert not left.exists()
     assert alive.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, out.name])
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_clusters_print_in_the_order_of_their_ids(cli: Run) -> None:
+    assert cli("init")[0] == 0
+    assert cli("add", str(EXAMPLES / "wires.jsonl"))[0] == 0
+    status, out, _ = cli("clusters")
+    ids = [int(line.split("\t")[0]) for line in out.splitlines()[1:]]
+    assert status == 0
+    assert len(set(ids)) == 3
+    assert ids == sorted(ids)  # before: 1, 9, 4 (by each cluster's smallest document id)
+
+
+def test_labels_print_similarities_as_every_listing_does(cli: Run, database_url: str, schema: str) -> None:
+    assert cli("init")[0] == 0
+    assert cli("add", str(EXAMPLES / "wires.jsonl"))[0] == 0
+    with Database(database_url, schema) as db:
+        db.labels.put(cli.collection, "afp-2093", "ap-0412", "duplicate")
+    _, pairs, _ = cli("pairs", "--format", "jsonl")
+    listed = {(p["id_a"], p["id_b"]): p["jaccard"] for p in map(json.loads, pairs.splitlines())}
+    status, out, _ = cli("labels", "--format", "jsonl")
+    (label,) = map(json.loads, out.splitlines())
+    assert status == 0
+    assert label["similarity"] == listed[("afp-2093", "ap-0412")] == 0.835443  # six decimals, not 16
+
+
+def test_every_option_has_help_and_the_help_reads_plainly(capsys: pytest.CaptureFixture[str]) -> None:
+    from neardup.cli.main import _subparsers, build_parser
+
+    for name, sub in _subparsers(build_parser()).items():
+        for action in sub._actions:
+            assert action.help, (name, action.option_strings or action.dest)
+    texts = {}
+    for name in ("init", "add", "query", "serve", "tune"):
+        assert main([name, "--help"]) == 0
+        texts[name] = " ".join(capsys.readouterr().out.split())
+    assert "must reach (in (0, 1); default 0.99)" in texts["init"]
+    assert "(below 1)" not in texts["init"]
+    assert "--id-field NAME the field (column) holding each record's id (default id)" in texts["add"]
+    assert "--text-field NAME the field (column) holding each record's text (default text)" in texts["add"]
+    assert "12 bytes a character plus" not in texts["add"]
+    assert (
+        "12 bytes for each character (a JSON escape) and 1 MiB besides (115 MiB by default)" in texts["add"]
+    )
+    assert "--text TEXT the text to look up" in texts["query"]
+    assert "--log-level {critical,error,warning,info,debug} the least severe" in texts["serve"]
+    assert main(["query"]) == 2
+    assert capsys.readouterr().err == (
+        'neardup query: error: give the text to look up: --text "...", --file FILE, or -\n'
+    )
+
+
+def test_the_embedded_server_says_it_runs_as_nobody_once_a_start(tmp_path: Path) -> None:
+    import shutil
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="nd-home-", dir="/var/tmp"))
+    home.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "NEARDUP_DATABASE_URL"}
+    env.update(NEARDUP_HOME=str(home), HOME=str(home), NEARDUP_SERVER_IDLE_TIMEOUT="120")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "neardup", *args]
+        return subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+
+    try:
+        first, second = run("init"), run("stats")
+        assert (first.returncode, second.returncode) == (0, 0), first.stderr + second.stderr
+        said = "running as root: the embedded PostgreSQL runs as user 'nobody'"
+        assert (said in first.stderr) is (os.geteuid() == 0)  # the command that started it
+        assert said not in second.stderr  # one that found it running
+    finally:
+        run("server", "stop")
+        shutil.rmtree(home, ignore_errors=True)

@@ -558,7 +558,7 @@ class Index:
     def clusters(self) -> Iterator[Cluster]:
         """Connected components of the pairs (copies of one text included), two or more ids each:
         each a ``Cluster``, its ids sorted, with its lasting ``id`` and its ``representative``
-        (the ``keep`` policy's choice); clusters in the order of their smallest id. Read like
+        (the ``keep`` policy's choice); clusters by id, the oldest first. Read like
         ``pairs``, on a connection of its own."""
         rows = listings.clusters(
             self._url, self.schema, self._scope.collection_id, f"listing clusters of {self.name!r}"

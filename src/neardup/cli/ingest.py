@@ -326,10 +326,10 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         print(f"kept {kept}, dropped {removed} ({why})", file=sys.stderr)
         if unstored is not None and unstored.count:
             print(
-                f"warning: {unstored.count:,} of {kept + removed:,} input records are not in collection "
-                f"{index.name!r} (no stored document has their id), so they were kept unexamined; to "
-                "drop records that duplicate stored documents or each other without storing them, "
-                "use --against-index",
+                f"neardup: warning: {unstored.count:,} of {kept + removed:,} input records are not in "
+                f"collection {index.name!r} (no stored document has their id), so they were kept "
+                "unexamined; to drop records that duplicate stored documents or each other without "
+                "storing them, use --against-index",
                 file=sys.stderr,
             )
     return 0
@@ -383,7 +383,7 @@ def _write_kept(
 
 
 def _remove_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("ids", nargs="+", metavar="ID", help="the ids of the documents to remove")
 
 
 @command("remove", _remove_options, output=False)

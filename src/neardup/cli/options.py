@@ -195,7 +195,7 @@ def inputs(p: argparse.ArgumentParser, format_option: str = "--format") -> None:
 
 def max_text_length(p: argparse.ArgumentParser, help_text: str) -> None:
     """--max-text-length: the longest text, which also bounds what reading one record may take."""
-    from neardup.readers import BYTES_PER_CHARACTER, DEFAULT_MAX_TEXT_LENGTH, RECORD_FRAMING, read_records
+    from neardup.readers import BYTES_PER_CHARACTER, DEFAULT_MAX_TEXT_LENGTH, read_records, record_limit
 
     p.add_argument(
         "--max-text-length",
@@ -203,7 +203,9 @@ def max_text_length(p: argparse.ArgumentParser, help_text: str) -> None:
         default=library_default(read_records, "max_text_length"),
         metavar="CHARS",
         help=f"{help_text} (default {DEFAULT_MAX_TEXT_LENGTH:,} characters); reading stops with an error "
-        f"at a line longer than {BYTES_PER_CHARACTER} bytes a character plus {RECORD_FRAMING >> 20} MiB",
+        "at a line (a CSV record) longer than the longest record such a text can be in, "
+        f"{BYTES_PER_CHARACTER} bytes for each character (a JSON escape) and 1 MiB besides "
+        f"({record_limit(DEFAULT_MAX_TEXT_LENGTH) >> 20} MiB by default)",
     )
 
 

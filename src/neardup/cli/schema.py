@@ -16,7 +16,11 @@ if TYPE_CHECKING:
 
 
 def _db_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=("upgrade", "current", "downgrade"))
+    p.add_argument(
+        "action",
+        choices=("upgrade", "current", "downgrade"),
+        help="upgrade to this neardup's revision, print the current one, or go down to --revision",
+    )
     p.add_argument(
         "--revision",
         default="base",

@@ -32,7 +32,13 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_BODY,
         help=f"larger request bodies get 413 (default {DEFAULT_MAX_BODY // 2**20} MiB)",
     )
-    p.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=LOG_LEVELS,
+        help="the least severe of the server's log lines written to standard error (default info: "
+        "one line a request)",
+    )
 
 
 def _is_loopback(host: str) -> bool:
@@ -120,7 +126,7 @@ def _check_schema(url: str, schema: str) -> str:
 
 
 def _server_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=("status", "stop"))
+    p.add_argument("action", choices=("status", "stop"), help="whether it runs and where, or stop it now")
 
 
 @command("server", _server_options)

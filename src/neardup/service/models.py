@@ -43,7 +43,7 @@ def _field(parameter: Parameter) -> tuple[Any, Any]:
     if parameter.low is not None:
         checks["gt" if parameter.low_open else "ge"] = parameter.low
     if parameter.high is not None:
-        checks["le"] = parameter.high
+        checks["lt" if parameter.high_open else "le"] = parameter.high
     described = f"{parameter.help} (unset: {parameter.unset})" if parameter.unset else parameter.help
     return kind, Field(parameter.default, description=described, **checks)
 

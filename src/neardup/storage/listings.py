@@ -51,15 +51,14 @@ def pairs(
 
 
 def clusters(url: str, schema: str, collection_id: int, doing: str) -> Iterator[tuple[int, str, bool]]:
-    """(cluster, id, representative) of every document in a cluster of two or more, clusters in the
-    order of their smallest id, ids sorted within; the cluster is its stored, lasting id."""
+    """(cluster, id, representative) of every document in a cluster of two or more, by cluster
+    (its stored, lasting id: the oldest first), ids sorted within."""
     yield from _stream(
         url,
         schema,
         collection_id,
         doing,
-        "SELECT cluster, id, representative FROM (SELECT cluster, id, representative, "
-        "min(id) OVER (PARTITION BY cluster) AS first FROM {s}.cluster_list WHERE collection_id = %(c)s) x "
-        "ORDER BY first, id",
+        "SELECT cluster, id, representative FROM {s}.cluster_list WHERE collection_id = %(c)s "
+        "ORDER BY cluster, id",
         {"c": collection_id},
     )
