@@ -313,6 +313,16 @@ class Review:
         with self._scope() as scope:
             return pages.cluster_members(scope, cluster, limit)
 
+    def cluster_representative(self, cluster: int) -> str | None:
+        """The document the keep policy keeps of one cluster (None: no such cluster)."""
+        with self._scope() as scope:
+            return pages.cluster_representative(scope, cluster)
+
+    def openings(self, ids: list[str], chars: int) -> dict[str, str]:
+        """The first ``chars`` characters of each document's stored text, by id."""
+        with self._scope() as scope:
+            return pages.openings(scope, ids, chars)
+
     def cluster_pairs(self, cluster: int, limit: int) -> list[tuple[str, str, float, str]]:
         """Up to ``limit`` pairs within one cluster, most similar first."""
         with self._scope() as scope:

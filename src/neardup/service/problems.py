@@ -90,10 +90,26 @@ class ProblemError(Exception):
         if self.status == 503:
             headers = {"Retry-After": str(RETRY_AFTER_SECONDS), **(headers or {})}
         if request is not None and html.wants_html(request):
-            error = html.page(request, "error.html", self.status, problem=body)
+            error = html.page(request, "error.html", self.status, problem=body, **_reviewer(request))
             error.headers.update(headers or {})
             return error
         return JSONResponse(body, status_code=self.status, media_type=MEDIA_TYPE, headers=headers)
+
+
+def _reviewer(request: Request) -> dict[str, Any]:
+    """``who`` of the review session a browser's error page belongs to, so that the page keeps its
+    Log out button; nothing when there is none, or when it cannot be read (the database is down)."""
+    from neardup.service.auth import SESSION_COOKIE, from_session
+
+    cookie = request.cookies.get(SESSION_COOKIE)
+    ctx = getattr(request.app.state, "ctx", None)
+    if not cookie or ctx is None or not ctx.auth:
+        return {}
+    try:
+        who = from_session(ctx, cookie)
+    except Exception:  # the error page is shown whatever the session lookup does
+        return {}
+    return {"who": who} if who is not None else {}
 
 
 def from_error(exc: NeardupError) -> ProblemError:
