@@ -56,3 +56,6 @@ def test_add_stats_and_listings_count_the_same_things(cli: Run, tmp_path: Path) 
     # Clusters: the a/b/c one and the d copies, as many as the listing has ids.
     assert stats["clusters"] == listing["clusters"] == len({r["cluster"] for r in clusters}) == 2
     assert stats["documents"] == listing["documents"] == len(TEXTS)
+    # What the collection keeps, beside its counts: typed values of one object.
+    assert (stats["keep"], stats["neighbours"], stats["changes_feed"]) == ("first", False, False)
+    assert stats["largest_buckets"][0].keys() == {"band", "bucket", "contents"}

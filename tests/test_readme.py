@@ -118,3 +118,19 @@ def test_the_example_scripts_run_and_say_what_is_true(database_url: str, script:
         # Under keep "first" the earliest inserted document is kept: ap-001, inserted before afp-09.
         assert "cluster 1: afp-09, ap-001, ap-001-repost, rt-017; keeps ap-001" in done.stdout
         assert "first id represents" not in done.stdout
+
+
+def test_the_test_section_says_what_the_optional_tests_need_and_the_debian_test_looks_only_there(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tests import test_debian
+
+    section = (ROOT / "README.md").read_text().split("## Run the tests", 1)[1].split("\n## ", 1)[0]
+    section = " ".join(section.split())
+    assert "Debian's Chromium at `/usr/bin/chromium` (`apt-get install -y chromium`)" in section
+    assert "from `NEARDUP_DATA_DIR`, else from `../shared/data/` beside the checkout" in section
+    monkeypatch.setenv("NEARDUP_DATA_DIR", str(tmp_path))
+    assert test_debian.data_dir() == tmp_path  # set: there and nowhere else
+    monkeypatch.delenv("NEARDUP_DATA_DIR")
+    assert test_debian.data_dir() == ROOT.parent / "shared" / "data"
+    assert "/work/" not in (ROOT / "tests" / "test_debian.py").read_text()

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import special
 
 from neardup.core.lsh import check_banding
 from neardup.core.minhash import MAX_NUM_PERM
@@ -77,6 +76,8 @@ Bands = int | npt.NDArray[np.int64]
 
 def _integral_scale(bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
     """The integral of (1 - s^r)^b over [0, 1], (1/r) B(1/r, b + 1), for each b and r."""
+    from scipy import special  # here: sketching a text, which imports this module, needs none of it
+
     r = np.asarray(rows, dtype=np.float64)
     return np.asarray(np.exp(special.betaln(1.0 / r, bands + 1.0)) / r, dtype=np.float64)
 
@@ -84,6 +85,8 @@ def _integral_scale(bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np
 def _above(x: float, bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
     """The integral of (1 - s^r)^b over [x, 1] for each b and r, by the incomplete beta
     function's complement (accurate where it is small)."""
+    from scipy import special
+
     r = np.asarray(rows, dtype=np.float64)
     complement = np.asarray(special.betaincc(1.0 / r, bands + 1.0, x**r), dtype=np.float64)
     return _integral_scale(bands, rows) * complement
@@ -116,6 +119,8 @@ def _rates(
     threshold: float, bands: Bands, rows: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """(FP, FN) for each b bands of r rows, in closed form (the module's docstring)."""
+    from scipy import special
+
     r = np.asarray(rows, dtype=np.float64)
     below = _integral_scale(bands, rows) * special.betainc(1.0 / r, bands + 1.0, threshold**r)
     fp = 1.0 - below / threshold  # the mean of P = 1 - (1 - s^r)^b over [0, t]
