@@ -151,7 +151,7 @@ def test_the_read_only_role_reads_everything_and_writes_nothing(
         ["--collection", "news", "add", str(source)],
         ["--collection", "news", "remove", docs[0][0]],
         ["--collection", "fresh", "init"],
-        ["db", "downgrade"],
+        ["db", "downgrade", "--yes"],
     ]
     for args in refused:
         status, _, err = _cli(capsys, reader, fresh_schema, *args)

@@ -197,9 +197,9 @@ def test_every_option_has_help_and_the_help_reads_plainly(capsys: pytest.Capture
     assert "--text TEXT the text to look up" in texts["query"]
     assert "--log-level {critical,error,warning,info,debug} the least severe" in texts["serve"]
     assert main(["query"]) == 2
-    assert capsys.readouterr().err == (
-        'neardup query: error: give the text to look up: --text "...", --file FILE, or -\n'
-    )
+    err = capsys.readouterr().err
+    assert err.startswith("usage: neardup query")
+    assert err.endswith("neardup query: error: give one of --text, --file or -\n")
 
 
 def test_the_embedded_server_says_it_runs_as_nobody_once_a_start(tmp_path: Path) -> None:

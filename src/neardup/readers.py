@@ -252,17 +252,14 @@ def read_records(
     on_bad: OnBad | None = None,
     max_text_length: int = DEFAULT_MAX_TEXT_LENGTH,
 ) -> Iterator[SourceRecord]:
-    """Records from files (gzip detected by content), directories (file by file, each by its
-    name's format, any other file one document: ``neardup.inputs``) and ``-`` (standard input). A
-    bad record raises InputError naming file, line and field; with ``on_bad`` it is reported
-    there instead and reading goes on. ``max_text_length`` bounds what one record may take to
-    read (``record_limit``); the texts themselves are held to it by ``checked``."""
+    """Records from files (gzip detected by content) and ``-`` (standard input); a directory is
+    read by ``neardup.inputs.read_inputs``, file by file. A bad record raises InputError naming
+    file, line and field; with ``on_bad`` it is reported there instead and reading goes on.
+    ``max_text_length`` bounds what one record may take to read (``record_limit``); the texts
+    themselves are held to it by ``checked``."""
     for path in paths:
         if path != "-" and Path(path).is_dir():
-            from neardup.inputs import read_inputs  # the one rule for a directory's files
-
-            yield from read_inputs([path], fmt, id_field, text_field, None, on_bad, max_text_length)
-            continue
+            raise InputError(f"{path}: a directory: read it with neardup.inputs.read_inputs, file by file")
         kind = fmt or (guess_format(path) if path != "-" else "jsonl")
         name = "<stdin>" if path == "-" else path
         lines = _Lines(name, on_bad, max_text_length)

@@ -232,6 +232,16 @@ def test_rates_of_long_signatures_equal_the_quadrature(bands: int, rows: int, t:
     assert false_negative_rate(t, bands, rows) == pytest.approx(fn, abs=1e-12)
 
 
+@pytest.mark.parametrize(
+    ("bands", "rows", "t"), [(2, 1500, 0.5), (1, 4000, 0.8), (3, 700, 0.3), (40, 60, 0.05)]
+)
+def test_rates_where_t_to_the_r_underflows_equal_the_quadrature(bands: int, rows: int, t: float) -> None:
+    # t^r is 0 in doubles (0.5^1500): the incomplete beta function alone gave FP 1 and FN off by t.
+    fp, fn = quadrature_rates(t, bands, rows)
+    assert false_positive_rate(t, bands, rows) == pytest.approx(fp, abs=1e-12)
+    assert false_negative_rate(t, bands, rows) == pytest.approx(fn, abs=1e-12)
+
+
 def test_the_search_of_the_longest_signature_needs_memory_of_its_bandings_only() -> None:
     # Quadrature over every banding held num_perm/2 nodes for each of num_perm rows a band at
     # once: at 8192 permutations it asked for gigabytes (and took minutes). Here it runs in what

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -15,10 +14,10 @@ from neardup.cli.output import emit, emit_record, rounded
 
 
 def _query_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_mutually_exclusive_group()
+    g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--text", help="the text to look up, as one argument (quote it)")
     g.add_argument("--file", help="a file with the text, or - for stdin")
-    g.add_argument("stdin", nargs="?", choices=["-"], help="- reads the text from stdin")
+    g.add_argument("stdin", nargs="?", choices=["-"], metavar="-", help="- reads the text from stdin")
     min_jaccard(p)
     p.add_argument("--limit", type=POSITIVE, help="at most this many (default: all)")
     neighbour_options(p)
@@ -37,11 +36,6 @@ def cmd_query(args: argparse.Namespace) -> int:
     """
     from neardup.readers import read_text
 
-    if args.text is None and args.file is None and args.stdin is None:  # bad usage, as argparse says it
-        print(
-            'neardup query: error: give the text to look up: --text "...", --file FILE, or -', file=sys.stderr
-        )
-        return 2
     asked = neighbour_arguments(args)
     text = args.text if args.text is not None else read_text(args.file or "-", args.max_text_length)
     with ExitStack() as stack:

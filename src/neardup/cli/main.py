@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import difflib
 import logging
+import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from neardup import __version__
 from neardup.cli import (
@@ -121,6 +122,13 @@ class _CommandParser(argparse.ArgumentParser):
             close = suggestion(name, known)
             self.error(f"unrecognized option {name}" + (f" (did you mean {close}?)" if close else ""))
         return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        """Exit with the usage and ``message``, argparse's lists of arguments said as a person would."""
+        if found := re.fullmatch(r"one of the arguments (.+) is required", message):
+            *first, last = found.group(1).split()
+            message = f"give one of {', '.join(first)} or {last}"
+        super().error(message)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -82,14 +82,35 @@ def _integral_scale(bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np
     return np.asarray(np.exp(special.betaln(1.0 / r, bands + 1.0)) / r, dtype=np.float64)
 
 
-def _above(x: float, bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-    """The integral of (1 - s^r)^b over [x, 1] for each b and r, by the incomplete beta
-    function's complement (accurate where it is small)."""
+# Below this, s^r is a term of a series: the incomplete beta function's argument t^r underflows
+# (0.5^2000 is 0 in doubles), and there (1 - s^r)^b = 1 - b s^r to within (b s^r)^2.
+_SERIES_BELOW = 1e-12
+
+
+def _below(x: float, bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """The integral of (1 - s^r)^b over [0, x] for each b and r: (1/r) B(1/r, b + 1) I(x^r), or
+    where x^r is tiny, its series x - b x^(r+1) / (r + 1)."""
     from scipy import special
 
     r = np.asarray(rows, dtype=np.float64)
-    complement = np.asarray(special.betaincc(1.0 / r, bands + 1.0, x**r), dtype=np.float64)
-    return _integral_scale(bands, rows) * complement
+    y = x**r
+    series = x - bands * x * y / (r + 1.0)
+    exact = _integral_scale(bands, rows) * special.betainc(1.0 / r, bands + 1.0, y)
+    return np.asarray(np.where(y < _SERIES_BELOW, series, exact), dtype=np.float64)
+
+
+def _above(x: float, bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """The integral of (1 - s^r)^b over [x, 1] for each b and r, by the incomplete beta
+    function's complement (accurate where it is small), or where x^r is tiny, the whole less
+    ``_below``'s series."""
+    from scipy import special
+
+    r = np.asarray(rows, dtype=np.float64)
+    y = x**r
+    whole = _integral_scale(bands, rows)
+    complement = np.asarray(special.betaincc(1.0 / r, bands + 1.0, y), dtype=np.float64)
+    series = whole - (x - bands * x * y / (r + 1.0))
+    return np.asarray(np.where(y < _SERIES_BELOW, series, whole * complement), dtype=np.float64)
 
 
 def _bin_recall(threshold: float, bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
@@ -119,11 +140,9 @@ def _rates(
     threshold: float, bands: Bands, rows: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """(FP, FN) for each b bands of r rows, in closed form (the module's docstring)."""
-    from scipy import special
 
     r = np.asarray(rows, dtype=np.float64)
-    below = _integral_scale(bands, rows) * special.betainc(1.0 / r, bands + 1.0, threshold**r)
-    fp = 1.0 - below / threshold  # the mean of P = 1 - (1 - s^r)^b over [0, t]
+    fp = 1.0 - _below(threshold, bands, rows) / threshold  # the mean of P = 1 - (1 - s^r)^b over [0, t]
     if threshold >= 1.0:  # [t, 1] is the point 1, where P = 1: nothing is missed
         return fp, np.zeros(r.shape)
     return fp, _above(threshold, bands, rows) / (1.0 - threshold)

@@ -97,18 +97,10 @@ class ProblemError(Exception):
 
 
 def _reviewer(request: Request) -> dict[str, Any]:
-    """``who`` of the review session a browser's error page belongs to, so that the page keeps its
-    Log out button; nothing when there is none, or when it cannot be read (the database is down)."""
-    from neardup.service.auth import SESSION_COOKIE, from_session
-
-    cookie = request.cookies.get(SESSION_COOKIE)
-    ctx = getattr(request.app.state, "ctx", None)
-    if not cookie or ctx is None or not ctx.auth:
-        return {}
-    try:
-        who = from_session(ctx, cookie)
-    except Exception:  # the error page is shown whatever the session lookup does
-        return {}
+    """``who`` of the review session a browser's error page belongs to (the review pages' access
+    check leaves it on the request), so that the page keeps its Log out button; nothing when the
+    error came before the session was known."""
+    who = getattr(request.state, "reviewer", None)
     return {"who": who} if who is not None else {}
 
 

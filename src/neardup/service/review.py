@@ -87,6 +87,7 @@ def reviewer(needed: str) -> Any:
                     )
                 raise ProblemError(401, "log in again: the session is unknown or expired")
             who = found
+        request.state.reviewer = who  # an error page of this request keeps the session's Log out
         who.require(needed, request.path_params.get("collection"))
         return who
 
