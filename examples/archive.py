@@ -45,9 +45,9 @@ def main() -> None:
         print("\nverified pairs (exact Jaccard of the 5-shingle sets):")
         for id_a, id_b, jaccard in index.pairs():
             print(f"  {id_a:14} {id_b:14} {jaccard:.3f}")
-        print("\nclusters (first id represents the cluster):")
+        print(f"\nclusters (each keeps one document, its representative: keep {index.keep!r}):")
         for cluster in index.clusters():
-            print("  " + ", ".join(cluster))
+            print(f"  cluster {cluster.id}: {', '.join(cluster)}; keeps {cluster.representative}")
         story = "Storms cut power to 41,000 homes across the county on Monday, officials said."
         print(f"\nquery {story!r}:")
         for doc_id, jaccard in index.query(story, min_jaccard=0.5):

@@ -119,10 +119,10 @@ def test_remove_stats_tune_and_db(cli: Run, tmp_path: Path, deployment: str) -> 
     assert status == 0
     assert "removed 1 of 2" in err
     _, out, _ = cli("stats", "--format", "json")
-    stats = {r["name"]: r["value"] for r in json.loads(out)}
+    stats = json.loads(out)
     assert stats["documents"] == 1
     assert stats["distributed"] is (deployment == "citus")
-    assert stats["params.bands"] == 17  # the default tuning at 0.8: 17 x 7
+    assert stats["params"]["bands"] == 17  # the default tuning at 0.8: 17 x 7
     png = tmp_path / "s.png"
     _, out, _ = cli("tune", "--threshold", "0.8", "--num-perm", "128", "--format", "csv", "--plot", str(png))
     assert out.splitlines()[1].startswith("17,7,")
@@ -218,16 +218,42 @@ def test_db_upgrade_current_downgrade(database_url: str, capsys: pytest.CaptureF
         assert capsys.readouterr().out.strip() == migrate.head_revision()
         assert main([*base, "init"]) == 0
         capsys.readouterr()
+        # A downgrade needs --yes: without it, it says what it would undo and changes nothing.
+        assert main([*base, "db", "downgrade", "--revision", "0001"]) == 1
+        err = capsys.readouterr().err
+        assert "undoes 10 migrations" in err
+        assert "0003, The service's tables: API tokens" in err
+        assert err.endswith("add --yes to do it\n")
+        assert main([*base, "db", "current"]) == 0
+        assert capsys.readouterr().out.strip() == migrate.head_revision()
         # One revision behind: every command that opens the collection refuses, saying what to run.
-        assert main([*base, "db", "downgrade", "--revision", "0001"]) == 0
+        assert main([*base, "db", "downgrade", "--revision", "0001", "--yes"]) == 0
         assert capsys.readouterr().out.strip() == "0001"
         assert main([*base, "pairs"]) == 1
         assert "neardup db upgrade" in capsys.readouterr().err
         assert main([*base, "db", "upgrade"]) == 0
+        text = "the quick brown fox jumps over the lazy dog"
+        stdin = sys.stdin
+        try:
+            sys.stdin = io.TextIOWrapper(io.BytesIO(json.dumps({"id": "a", "text": text}).encode()))
+            assert main([*base, "add", "-"]) == 0
+        finally:
+            sys.stdin = stdin
         assert main([*base, "stats", "--format", "json"]) == 0
         capsys.readouterr()
-        assert main([*base, "db", "downgrade"]) == 0
-        assert capsys.readouterr().out.strip().endswith("none")
+        # To base, with no revision given: every collection named, with its documents.
+        assert main([*base, "db", "downgrade"]) == 1
+        assert capsys.readouterr().err == (
+            "neardup: error: downgrading schema 'nd_cli_db' to base drops every neardup table: its 1 "
+            "collection, 'default' (1 document), with their pairs, clusters, labels, tokens and "
+            "changes: add --yes to do it\n"
+        )
+        assert main([*base, "stats", "--format", "json"]) == 0  # still there
+        assert json.loads(capsys.readouterr().out)["documents"] == 1
+        assert main([*base, "db", "downgrade", "--yes"]) == 0
+        captured = capsys.readouterr()
+        assert captured.out.strip().endswith("none")
+        assert "'default' (1 document)" in captured.err
         assert main([*base, "pairs"]) == 1
         assert "neardup db upgrade" in capsys.readouterr().err
     finally:
@@ -385,8 +411,8 @@ def test_rebuild_changes_parameters_and_pairs_equal_brute_force(cli: Run, tmp_pa
     assert "(threshold: 0.5 -> 0.6; bands: 64 -> 32; rows: 2 -> 4; k: 5 -> 3)" in err
     assert "bands\t32" in out
     _, out, _ = cli("stats", "--format", "json")
-    stats = {r["name"]: r["value"] for r in json.loads(out)}
-    assert (stats["threshold"], stats["params.bands"], stats["params.rows"], stats["params.k"]) == (
+    stats = json.loads(out)
+    assert (stats["threshold"], stats["params"]["bands"], stats["params"]["rows"], stats["params"]["k"]) == (
         0.6,
         32,
         4,
@@ -397,8 +423,8 @@ def test_rebuild_changes_parameters_and_pairs_equal_brute_force(cli: Run, tmp_pa
     assert {(r["id_a"], r["id_b"]) for r in map(json.loads, out.splitlines())} == set(truth)
     assert cli("rebuild", "--case", "keep", "--no-collapse-whitespace")[0] == 0
     _, out, _ = cli("stats", "--format", "json")
-    stats = {r["name"]: r["value"] for r in json.loads(out)}
-    assert (stats["params.case"], stats["params.collapse_whitespace"], stats["params.k"]) == (
+    stats = json.loads(out)
+    assert (stats["params"]["case"], stats["params"]["collapse_whitespace"], stats["params"]["k"]) == (
         "keep",
         False,
         3,
@@ -430,8 +456,8 @@ def test_recall_at_threshold_is_tuned_shown_and_rebuilt_to_the_state_of_a_fresh_
     assert f"bands: {default.bands} -> {strict.bands}" in err
     assert "recall_at_threshold: 0.99 -> 0.999" in err
     _, out, _ = cli("stats", "--format", "json")
-    stats = {r["name"]: r["value"] for r in json.loads(out)}
-    assert (stats["params.bands"], stats["params.rows"], stats["params.recall_at_threshold"]) == (
+    stats = json.loads(out)
+    assert (stats["params"]["bands"], stats["params"]["rows"], stats["params"]["recall_at_threshold"]) == (
         strict.bands,
         strict.rows,
         0.999,
@@ -671,9 +697,9 @@ def test_collections_and_drop(
     status, out, _ = run("collections")
     assert status == 0
     assert out.splitlines() == [
-        "name\tthreshold\tstore_text\tdistributed\tdocuments\tpairs\tclusters",
-        "empty\t0.8\tfalse\tfalse\t0\t0\t0",
-        "news\t0.5\ttrue\tfalse\t3\t1\t1",
+        "name\tthreshold\tstore_text\tdistributed\tdocuments\ttext_pairs\tdocument_pairs\tclusters",
+        "empty\t0.8\tfalse\tfalse\t0\t0\t0\t0",
+        "news\t0.5\ttrue\tfalse\t3\t1\t1\t1",
     ]
     listed = json.loads(run("collections", "--format", "json")[1])
     assert [json.loads(line) for line in run("collections", "--format", "jsonl")[1].splitlines()] == listed
@@ -683,15 +709,17 @@ def test_collections_and_drop(
         "store_text": True,
         "distributed": False,
         "documents": 3,
-        "pairs": 1,
+        "text_pairs": 1,
+        "document_pairs": 1,
         "clusters": 1,
     }
     status, out, err = run("drop", "news")
     assert (status, out) == (1, "")
-    assert err == "neardup: error: dropping collection 'news' deletes all of it: add --yes to drop it\n"
+    held = "collection 'news' with its 3 documents, 1 cluster and their pairs and labels"
+    assert err == f"neardup: error: dropping {held} deletes all of it: add --yes to drop it\n"
     assert len(json.loads(run("collections", "--format", "json")[1])) == 2
     status, out, err = run("drop", "news", "--yes")
-    assert (status, out, err) == (0, "", "dropped collection 'news'\n")
+    assert (status, out, err) == (0, "", f"neardup: dropping {held}\ndropped collection 'news'\n")
     assert [c["name"] for c in json.loads(run("collections", "--format", "json")[1])] == ["empty"]
     status, _, err = run("drop", "news", "--yes")
     assert status == 1
@@ -785,5 +813,5 @@ def test_labels_advise_eval_and_dedup_of_unstored_records(cli: Run, tmp_path: Pa
     status, _, err = cli("dedup", str(other), "--out", str(tmp_path / "out.jsonl"))
     assert status == 0, err
     assert "kept 3, dropped 0" in err
-    assert "warning: 2 of 3 input records are not in collection" in err
+    assert "neardup: warning: 2 of 3 input records are not in collection" in err
     assert "--against-index" in err

@@ -48,7 +48,14 @@ def test_a_since_no_longer_kept_or_no_feed_exits_non_zero(cli: Run) -> None:
     assert cli("add", "-", stdin='{"id": "x", "text": "written before the feed"}\n')[0] == 0
     status, _, err = cli("changes-feed", "on", "--retention-hours", "24")
     assert status == 0, err
-    status, _, err = cli("changes", "--since", "0")
+    status, out, err = cli("changes", "--format", "jsonl")  # --since 0: every change kept, none yet
+    assert (status, out) == (0, ""), err
+    seen = int(err.rsplit("--since ", 1)[1])
+    assert cli("add", "-", stdin='{"id": "y", "text": "written with the feed on"}\n')[0] == 0
+    assert cli("changes-feed", "off")[0] == 0
+    assert cli("add", "-", stdin='{"id": "z", "text": "written with the feed off"}\n')[0] == 0
+    assert cli("changes-feed", "on")[0] == 0
+    status, _, err = cli("changes", "--since", str(seen))  # the write to z was never recorded
     assert status == 1
     assert "no longer all kept" in err
     assert cli("changes-feed", "off")[0] == 0

@@ -1,5 +1,6 @@
-"""Counts agree: what ``add`` reports, ``stats`` counts and the listings list are the same things
-under the same names (pairs of distinct texts, identical pairs, pairs of documents, clusters)."""
+"""Counts agree: what ``add`` reports, ``stats`` and ``collections`` count, the listings list and
+the review pages show are the same things under the same names (text pairs, identical pairs,
+document pairs, clusters)."""
 
 from __future__ import annotations
 
@@ -34,13 +35,16 @@ def test_add_stats_and_listings_count_the_same_things(cli: Run, tmp_path: Path) 
     assert cli("init", "--threshold", "0.5")[0] == 0
     status, _, err = cli("add", str(source))
     assert status == 0, err
-    match = re.search(r"new pairs (\d+) \(of distinct texts\)", err)
+    match = re.search(r"new text pairs (\d+)", err)
     assert match, err
-    stats = {r["name"]: r["value"] for r in json.loads(cli("stats", "--format", "json")[1])}
+    stats = json.loads(cli("stats", "--format", "json")[1])
+    (listing,) = [
+        c for c in json.loads(cli("collections", "--format", "json")[1]) if c["name"] == cli.collection
+    ]
     listed = [json.loads(line) for line in cli("pairs", "--format", "jsonl")[1].splitlines()]
     clusters = [json.loads(line) for line in cli("clusters", "--format", "jsonl")[1].splitlines()]
     # Pairs of distinct texts: a-b, a-c, b-c; as add reported them.
-    assert int(match.group(1)) == stats["pairs"] == 3
+    assert int(match.group(1)) == stats["text_pairs"] == listing["text_pairs"] == 3
     # Identical pairs: 3 of the a's, 1 of the b's, 1 of the d's.
     identical = [p for p in listed if p["jaccard"] == 1.0 and TEXTS[p["id_a"]] == TEXTS[p["id_b"]]]
     assert stats["identical_pairs"] == len(identical) == 5
@@ -51,7 +55,11 @@ def test_add_stats_and_listings_count_the_same_things(cli: Run, tmp_path: Path) 
         if TEXTS[x] == TEXTS[y] or (x[0] in "abc" and y[0] in "abc")
     }
     assert {(p["id_a"], p["id_b"]) for p in listed} == expected
-    assert stats["document_pairs"] == len(listed) == 3 * 2 + 3 * 1 + 2 * 1 + 5
+    assert stats["document_pairs"] == listing["document_pairs"] == len(listed) == 3 * 2 + 3 * 1 + 2 * 1 + 5
     assert stats["contents"] == 4
     # Clusters: the a/b/c one and the d copies, as many as the listing has ids.
-    assert stats["clusters"] == len({r["cluster"] for r in clusters}) == 2
+    assert stats["clusters"] == listing["clusters"] == len({r["cluster"] for r in clusters}) == 2
+    assert stats["documents"] == listing["documents"] == len(TEXTS)
+    # What the collection keeps, beside its counts: typed values of one object.
+    assert (stats["keep"], stats["neighbours"], stats["changes_feed"]) == ("first", False, False)
+    assert stats["largest_buckets"][0].keys() == {"band", "bucket", "contents"}

@@ -155,7 +155,7 @@ def test_distributed_gives_the_pairs_and_clusters_of_one_server(
                 index.remove([docs[3][0], docs[50][0]])
                 index.add([(docs[5][0], docs[6][1])])  # a replacement
             assert list(spread.pairs()) == list(single.pairs())
-            assert list(spread.clusters()) == list(single.clusters())
+            assert sorted(spread.clusters()) == sorted(single.clusters())
             assert len(list(single.pairs())) > 30
             for _, text in docs[::9]:
                 assert spread.query(text) == single.query(text)
@@ -172,7 +172,7 @@ def test_distributed_gives_the_pairs_and_clusters_of_one_server(
             for index in (single, spread):
                 index.rebuild(threshold=0.6)
             assert list(spread.pairs()) == list(single.pairs())
-            assert list(spread.clusters()) == list(single.clusters())
+            assert sorted(spread.clusters()) == sorted(single.clusters())
             assert spread.evaluate(sample=20, seed=1).recall == single.evaluate(sample=20, seed=1).recall
 
 

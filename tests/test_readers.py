@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from neardup.errors import InputError
+from neardup.inputs import read_inputs
 from neardup.readers import (
     BadRecord,
     SourceRecord,
@@ -30,7 +31,7 @@ from neardup.readers import (
 
 
 def _read(path: Path, **options: object) -> list[SourceRecord]:
-    return list(read_records([str(path)], **options))  # type: ignore[arg-type]
+    return list(read_inputs([str(path)], **options))  # type: ignore[arg-type]
 
 
 def _refusal(path: Path, **options: object) -> str:
@@ -320,7 +321,7 @@ def test_a_directory_file_longer_than_the_bound_is_a_bad_record(tmp_path: Path) 
     (tmp_path / "big").write_bytes(b"y" * 1000)
     (tmp_path / "small").write_bytes(b"fine")
     bad: list[BadRecord] = []
-    got = list(read_records([str(tmp_path)], on_bad=bad.append, max_text_length=10))
+    got = list(read_inputs([str(tmp_path)], on_bad=bad.append, max_text_length=10))
     assert [(r.id, r.text) for r in got] == [("small", "fine")]
     assert [b.where for b in bad] == [str(tmp_path / "big")]
     assert "the text is longer than 43 bytes" in bad[0].reason

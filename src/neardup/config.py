@@ -96,6 +96,8 @@ class Parameter:
     high: int | float | None = None
     low_open: bool = False
     """Whether ``low`` itself is outside the range (the threshold's 0)."""
+    high_open: bool = False
+    """Whether ``high`` itself is outside the range (the recall target's 1)."""
     nullable: bool = False
     """Whether None is a value; ``unset`` says what it means."""
     unset: str = ""
@@ -108,7 +110,7 @@ class Parameter:
         if self.choices:
             return ", ".join(map(str, self.choices))
         if self.low is not None and self.high is not None:
-            return f"{'(' if self.low_open else '['}{self.low}, {self.high}]"
+            return f"{'(' if self.low_open else '['}{self.low}, {self.high}{')' if self.high_open else ']'}"
         return f"at least {self.low}" if self.low is not None else ""
 
 
@@ -132,10 +134,11 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         float,
         DEFAULT_RECALL_AT_THRESHOLD,
         f"expected recall of the pairs in [threshold, threshold + {THRESHOLD_BIN:g}) that tuned "
-        "bands and rows must reach (below 1)",
+        "bands and rows must reach",
         low=0,
         high=1,
         low_open=True,
+        high_open=True,
     ),
     Parameter("scheme", str, PARAM_DEFAULTS["scheme"], "MinHash scheme", choices=SCHEMES),
     Parameter("seed", int, PARAM_DEFAULTS["seed"], "seed of the hash functions", low=0, high=MAX_SEED),

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class CollectionInfo:
     """A collection of the schema: its settings and, when counted, its documents, stored pairs
-    (pairs of different texts, as ``Index.stats`` counts them) and clusters."""
+    (``pairs``: pairs of different texts, as ``Index.stats`` counts them; the command line calls
+    them text pairs), clusters and pairs of documents."""
 
     name: str
     threshold: float
@@ -54,6 +55,20 @@ class CollectionInfo:
     documents: int | None = None
     pairs: int | None = None
     clusters: int | None = None
+    document_pairs: int | None = None
+    """Pairs of documents, as ``Index.pairs`` lists them (``Stats.document_pairs``)."""
+
+
+@dataclass(frozen=True)
+class DowngradePlan:
+    """What a downgrade of the schema would undo, before it runs: the revision it is at, the
+    migrations undone (newest first: revision, what it added, which goes with its data), and, for
+    a downgrade to ``base``, which drops every table, each collection with its documents."""
+
+    current: str | None
+    target: str
+    steps: list[tuple[str, str]]
+    dropped: list[tuple[str, int]]
 
 
 def _info(row: catalog.CollectionRow, counts: dict[str, int] | None) -> CollectionInfo:
@@ -67,6 +82,7 @@ def _info(row: catalog.CollectionRow, counts: dict[str, int] | None) -> Collecti
         found.get("documents"),
         found.get("pairs"),
         found.get("clusters"),
+        found.get("document_pairs"),
     )
 
 
@@ -154,6 +170,15 @@ class Database:
         has committed). A backup of an older neardup is brought up to date by ``upgrade``."""
         with self._scope() as scope, translated(f"restoring schema {self.schema!r}"):
             backup.restore(self.url, scope.conn, self.schema, Path(archive), replace=replace)
+
+    def downgrade_plan(self, revision: str) -> DowngradePlan:
+        """What ``downgrade(revision)`` would undo and, to ``base``, drop (``DowngradePlan``);
+        ParamsError when ``revision`` is no revision below the schema's."""
+        with self._scope() as scope:
+            current = migrate.revision_on(scope.conn, self.schema)
+            dropped = migrate.documents_by_collection(scope.conn, self.schema) if revision == "base" else []
+        target, steps = migrate.downgrade_steps(current, revision)
+        return DowngradePlan(current, target, steps, dropped)
 
     def require_current(self) -> None:
         """SchemaError unless the schema is at the revision this neardup needs."""
@@ -294,7 +319,8 @@ class Database:
 
 
 def _counts(scope: Scope, row: catalog.CollectionRow) -> dict[str, int]:
-    return statistics.counts(scope.with_collection(row.collection_id, row.distributed))
+    mine = scope.with_collection(row.collection_id, row.distributed)
+    return {**statistics.counts(mine), "document_pairs": statistics.document_pairs(mine)}
 
 
 class Review:
@@ -345,6 +371,16 @@ class Review:
         """The distinct texts of a dense cluster (its stored pairs a connecting subset), else None."""
         with self._scope() as scope:
             return pages.dense_size(scope, cluster)
+
+    def cluster_representative(self, cluster: int) -> str | None:
+        """The document the keep policy keeps of one cluster (None: no such cluster)."""
+        with self._scope() as scope:
+            return pages.cluster_representative(scope, cluster)
+
+    def openings(self, ids: list[str], chars: int) -> dict[str, str]:
+        """The first ``chars`` characters of each document's stored text, by id."""
+        with self._scope() as scope:
+            return pages.openings(scope, ids, chars)
 
     def cluster_pairs(self, cluster: int, limit: int) -> list[tuple[str, str, float, str]]:
         """Up to ``limit`` pairs within one cluster, most similar first."""
@@ -543,6 +579,7 @@ __all__ = [
     "CollectionInfo",
     "Database",
     "DocumentRow",
+    "DowngradePlan",
     "LabelRow",
     "Labels",
     "PairQuery",

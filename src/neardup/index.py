@@ -104,6 +104,12 @@ class Stats:
     recall_check: RecallCheck | None = None
     """The threshold bin's expected recall from the collection's own stored pairs there, and the
     rebuild that would restore the target when it falls under (approximate)."""
+    keep: str = "first"
+    """Which document of a cluster is its representative (``Index.keep``)."""
+    changes_feed: bool = False
+    """Whether the collection's writes are numbered in a changes feed."""
+    changes_retention_hours: float | None = None
+    """How long the feed keeps a change, in hours (None: every change, or no feed)."""
 
 
 class Cluster(list[str]):
@@ -648,7 +654,7 @@ class Index:
     def clusters(self) -> Iterator[Cluster]:
         """Connected components of the pairs (copies of one text included), two or more ids each:
         each a ``Cluster``, its ids sorted, with its lasting ``id`` and its ``representative``
-        (the ``keep`` policy's choice); clusters in the order of their smallest id. Read like
+        (the ``keep`` policy's choice); clusters by id, the oldest first. Read like
         ``pairs``, on a connection of its own."""
         rows = listings.clusters(self._url, self._scope, f"listing clusters of {self.name!r}")
         for cluster_id, group in itertools.groupby(rows, key=lambda r: r[0]):
@@ -671,6 +677,10 @@ class Index:
             kept, kept_bytes = changes.kept(scope)
             if kept:  # a collection without the feed has no entry
                 sizes["changes"] = (kept_bytes, 0)
+            row = catalog.get(scope, self.name)
+            if row is None:
+                raise CollectionNotFoundError(f"collection {self.name!r} was dropped")
+            retention = row.change_retention
             return Stats(
                 name=self.name,
                 **counts,
@@ -691,6 +701,9 @@ class Index:
                 dense_contents=sum(n for _, n, _ in dense),
                 dense_documents=sum(m for _, _, m in dense),
                 recall_check=own_pairs.recall_check(scope, self.config),
+                keep=row.keep,
+                changes_feed=row.change_feed,
+                changes_retention_hours=None if retention is None else retention.total_seconds() / 3600,
             )
 
     def evaluate(self, sample: int = 1000, *, seed: int = 0, floor: float | None = None) -> Evaluation:

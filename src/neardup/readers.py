@@ -252,15 +252,14 @@ def read_records(
     on_bad: OnBad | None = None,
     max_text_length: int = DEFAULT_MAX_TEXT_LENGTH,
 ) -> Iterator[SourceRecord]:
-    """Records from files (gzip detected by content), directories (one document per file, id = the
-    relative path) and ``-`` (standard input). A bad record raises InputError naming file, line and
-    field; with ``on_bad`` it is reported there instead and reading goes on. ``max_text_length``
-    bounds what one record may take to read (``record_limit``); the texts themselves are held to
-    it by ``checked``."""
+    """Records from files (gzip detected by content) and ``-`` (standard input); a directory is
+    read by ``neardup.inputs.read_inputs``, file by file. A bad record raises InputError naming
+    file, line and field; with ``on_bad`` it is reported there instead and reading goes on.
+    ``max_text_length`` bounds what one record may take to read (``record_limit``); the texts
+    themselves are held to it by ``checked``."""
     for path in paths:
         if path != "-" and Path(path).is_dir():
-            yield from _read_directory(Path(path), on_bad, max_text_length)
-            continue
+            raise InputError(f"{path}: a directory: read it with neardup.inputs.read_inputs, file by file")
         kind = fmt or (guess_format(path) if path != "-" else "jsonl")
         name = "<stdin>" if path == "-" else path
         lines = _Lines(name, on_bad, max_text_length)
@@ -466,17 +465,21 @@ def _read_table(
         yield SourceRecord(rec[id_field], rec[text_field], meta, where, "")
 
 
-def _read_directory(root: Path, on_bad: OnBad | None, max_text_length: int) -> Iterator[SourceRecord]:
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = path.relative_to(root).as_posix()
-        try:
-            text = _file_text(path, max_text_length)
-        except InputError as problem:
-            if on_bad is None:
-                raise
-            on_bad(BadRecord(str(path), str(problem), ""))
-            continue
-        yield SourceRecord(rel, text, None, str(path), "")
+def read_document(
+    path: Path, root: Path, on_bad: OnBad | None, max_text_length: int
+) -> Iterator[SourceRecord]:
+    """One file of a directory as one document, its id the file's path inside ``root``; a file
+    that is not UTF-8 text (an image, a file of an unknown format) raises InputError naming it, or
+    with ``on_bad`` is reported there and left out."""
+    rel = path.relative_to(root).as_posix()
+    try:
+        text = _file_text(path, max_text_length)
+    except InputError as problem:
+        if on_bad is None:
+            raise
+        on_bad(BadRecord(str(path), str(problem), ""))
+        return
+    yield SourceRecord(rel, text, None, str(path), "")
 
 
 def _file_text(path: Path, max_text_length: int) -> str:
@@ -486,7 +489,10 @@ def _file_text(path: Path, max_text_length: int) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from exc
+        raise InputError(
+            f"{path}: not a text file (not valid UTF-8: {exc.reason} at byte {exc.start}), though "
+            "its name says one: move it out of the directory, or leave it out with --skip-bad"
+        ) from exc
 
 
 def checked(

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from neardup.errors import InputError
-from neardup.inputs import kind_of, read_inputs
+from neardup.inputs import expand, kind_of, read_inputs
 from neardup.readers import BadRecord, checked
 
 SOURCE = str(Path(__file__).resolve().parents[2] / "src")
@@ -51,7 +51,12 @@ def test_parquet_and_arrow_give_the_records_jsonl_gives(
     parquet, arrow, jsonl = tmp_path / "t.parquet", tmp_path / "t.arrow", tmp_path / "t.jsonl"
     pq.write_table(table, parquet, row_group_size=group)
     feather.write_feather(table, arrow, chunksize=group)
-    jsonl.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in table.to_pylist()) or "\n")
+    jsonl.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in table.to_pylist()))
+    if not rows:  # an empty file is refused in every format
+        for path in (jsonl, parquet, arrow):
+            with pytest.raises(InputError, match="the file is empty"):
+                _records(path)
+        return
     expected = _records(jsonl)
     assert len(expected) == len(rows)
     assert _records(parquet) == expected
@@ -149,12 +154,11 @@ def test_a_directory_of_parquet_files_is_read_in_order_without_its_markers(tmp_p
     pq.write_table(_table(id=["a1"], text=["one"]), folder / "part-0.parquet")
     (folder / "_SUCCESS").write_text("")
     (folder / ".part-0.parquet.crc").write_bytes(b"\x00crc")
-    assert kind_of(str(folder), None) == "parquet"
+    assert kind_of(str(folder), None) == "directory"
     assert [r[0] for r in _records(folder)] == ["b1", "a1"]  # lang=en/part-1 sorts before part-0
     (folder / "notes.txt").write_text("a text file among them")
-    assert kind_of(str(folder), None) == "directory"  # one document a file, as before
     with pytest.raises(InputError, match=r"notes\.txt: not a Parquet file that can be read"):
-        list(read_inputs([str(folder)], "parquet"))
+        list(read_inputs([str(folder)], "parquet"))  # --format parquet: every file is Parquet
 
 
 def test_an_arrow_stream_and_a_file_that_is_neither_format(tmp_path: Path) -> None:
@@ -209,3 +213,82 @@ def test_memory_follows_the_batch_not_the_row_group(tmp_path: Path) -> None:
     assert grown < 40 << 20, (
         f"reading grew by {grown >> 20} MiB for a {path.stat().st_size >> 20} MiB row group"
     )
+
+
+def test_a_directory_gives_each_files_own_records_and_its_text_files_one_document_each(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "mixed"
+    (folder / "notes").mkdir(parents=True)
+    pq.write_table(_table(id=["p1", "p2"], text=["one row", "two row"]), folder / "rows.parquet")
+    (folder / "README").write_text("what this directory holds")  # no suffix: a text file
+    (folder / "notes" / "day.md").write_text("a note")
+    (folder / "wires.jsonl").write_text('{"id": "j1", "text": "a record"}\n{"id": "j2", "text": "another"}\n')
+    (folder / "table.csv").write_text("id,text\nc1,a row of csv\n")
+    (folder / ".hidden.txt").write_text("left out")
+    assert [(f.path.removeprefix(str(folder)), f.kind) for f in expand([str(folder)])] == [
+        ("/README", "document"),
+        ("/notes/day.md", "document"),
+        ("/rows.parquet", "parquet"),
+        ("/table.csv", "csv"),
+        ("/wires.jsonl", "jsonl"),
+    ]
+    assert _records(folder) == [
+        ("README", "what this directory holds", None),
+        ("notes/day.md", "a note", None),
+        ("p1", "one row", None),
+        ("p2", "two row", None),
+        ("c1", "a row of csv", None),
+        ("j1", "a record", None),
+        ("j2", "another", None),
+    ]
+    # A file of no format read here is named before anything is read; --skip-bad leaves it out.
+    (folder / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00")
+    (folder / "tool.py").write_text("print('hello')")
+    with pytest.raises(InputError, match=r"mixed/logo\.png, .*mixed/tool\.py: no format neardup reads"):
+        _records(folder)
+    bad: list[BadRecord] = []
+    assert len(_records(folder, on_bad=bad.append)) == 7
+    assert [Path(b.where).name for b in bad] == ["logo.png", "tool.py"]
+    # A text file that is not text is named as such.
+    (folder / "tool.py").unlink()
+    (folder / "logo.png").rename(folder / "logo.txt")
+    with pytest.raises(InputError, match=r"logo\.txt: not a text file \(not valid UTF-8"):
+        _records(folder)
+
+
+def test_bad_values_in_arrow_columns_are_named_by_file_row_group_row_and_column(tmp_path: Path) -> None:
+    def not_utf8(*values: bytes) -> pa.Array:
+        return pa.array(values, pa.binary()).view(pa.string())  # strings pyarrow never checked
+
+    texts = tmp_path / "texts.parquet"
+    pq.write_table(
+        pa.table({"id": ["a", "b", "c"], "text": not_utf8(b"fine", b"bad \xff byte", b"ok")}), texts
+    )
+    with pytest.raises(
+        InputError, match=r"texts\.parquet: row group 0, row 1: column 'text' is not valid UTF-8"
+    ):
+        _records(texts)
+    bad: list[BadRecord] = []
+    assert [r[0] for r in _records(texts, on_bad=bad.append)] == ["a", "c"]
+    assert [b.where for b in bad] == [f"{texts}: row group 0, row 1"]
+    meta = tmp_path / "meta.parquet"
+    pq.write_table(
+        pa.table({"id": ["a", "b"], "text": ["x", "y"], "url": not_utf8(b"u", b"\xc3(")}),
+        meta,
+        row_group_size=1,
+    )
+    with pytest.raises(
+        InputError, match=r"meta\.parquet: row group 1, row 0: column 'url' is not valid UTF-8"
+    ):
+        _records(meta)
+    assert _records(meta, meta_fields=[]) == [("a", "x", None), ("b", "y", None)]  # url not read
+    interval = tmp_path / "interval.arrow"
+    when = pa.array([pa.MonthDayNano([1, 2, 3])], pa.month_day_nano_interval())
+    feather.write_feather(pa.table({"id": ["a"], "text": ["x"], "when": when}), interval)
+    with pytest.raises(InputError, match=r"interval\.arrow: column 'when' is month_day_nano_interval"):
+        _records(interval)
+    empty = tmp_path / "empty.parquet"
+    pq.write_table(pa.table({"id": pa.array([], pa.string()), "text": pa.array([], pa.string())}), empty)
+    with pytest.raises(InputError, match=r"empty\.parquet: the file is empty \(no rows\)"):
+        _records(empty)

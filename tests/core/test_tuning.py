@@ -1,3 +1,6 @@
+import subprocess
+import sys
+import textwrap
 from fractions import Fraction
 from math import comb
 
@@ -350,3 +353,53 @@ def test_the_banding_text_names_p_at_the_threshold_and_the_bin() -> None:
 def test_bad_recall_targets_are_refused(bad: object) -> None:
     with pytest.raises(ParamsError, match="recall_at_threshold"):
         optimal_params(0.8, 128, recall_at_threshold=bad)  # type: ignore[arg-type]
+
+
+def quadrature_rates(t: float, bands: int, rows: int) -> tuple[float, float]:
+    """FP and FN by Gauss-Legendre quadrature, exact for the S-curve's polynomial of degree b*r."""
+    nodes, weights = np.polynomial.legendre.leggauss(bands * rows // 2 + 1)
+    below = candidate_probability(t / 2 * (nodes + 1), bands, rows)
+    above = candidate_probability(t + (1 - t) / 2 * (nodes + 1), bands, rows)
+    return float(weights @ below / 2), float(weights @ (1 - above) / 2)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 64), st.integers(1, 24), st.floats(0.05, 0.99))
+def test_rates_of_long_signatures_equal_the_quadrature(bands: int, rows: int, t: float) -> None:
+    # b*r up to 1,536: where the binomial expansion's exact rationals cancel too much to compute.
+    fp, fn = quadrature_rates(t, bands, rows)
+    assert false_positive_rate(t, bands, rows) == pytest.approx(fp, abs=1e-12)
+    assert false_negative_rate(t, bands, rows) == pytest.approx(fn, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("bands", "rows", "t"), [(2, 1500, 0.5), (1, 4000, 0.8), (3, 700, 0.3), (40, 60, 0.05)]
+)
+def test_rates_where_t_to_the_r_underflows_equal_the_quadrature(bands: int, rows: int, t: float) -> None:
+    # t^r is 0 in doubles (0.5^1500): the incomplete beta function alone gave FP 1 and FN off by t.
+    fp, fn = quadrature_rates(t, bands, rows)
+    assert false_positive_rate(t, bands, rows) == pytest.approx(fp, abs=1e-12)
+    assert false_negative_rate(t, bands, rows) == pytest.approx(fn, abs=1e-12)
+
+
+def test_the_search_of_the_longest_signature_needs_memory_of_its_bandings_only() -> None:
+    # Quadrature over every banding held num_perm/2 nodes for each of num_perm rows a band at
+    # once: at 8192 permutations it asked for gigabytes (and took minutes). Here it runs in what
+    # the process holds after a small search, plus 256 MiB.
+    script = textwrap.dedent(
+        """
+        import re, resource
+        from neardup.core.tuning import optimal_params
+        optimal_params(0.8, 64)
+        status = open("/proc/self/status").read()
+        held = int(re.search(r"VmSize:\\s+(\\d+) kB", status).group(1)) * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (held + (256 << 20), resource.RLIM_INFINITY))
+        b = optimal_params(0.8, 8192, 0.2, 0.8, recall_at_threshold=0.99)
+        print(b.bands, b.rows)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    bands, rows = map(int, done.stdout.split())
+    assert bands * rows <= 8192
+    assert threshold_bin_recall(0.8, bands, rows) >= 0.99

@@ -263,3 +263,89 @@ def test_error_pages_and_the_api_documentation(browsing: Browsing, service: Serv
 def test_chromium_is_where_the_browser_test_looks() -> None:
     """Say plainly when the browser test cannot run here (it is skipped, not passed)."""
     assert shutil.which("chromium") is not None
+
+
+def _log_in(page: Any, service: Service, token: str, where: str) -> None:
+    page.goto(f"{service.base}{where}")
+    page.fill("#token", token)
+    page.click("#login")
+    page.wait_for_url(f"**{where}")
+
+
+def test_a_newcomers_pages(service: Service, database_url: str, schema: str) -> None:
+    """The landing page, the cluster page's representative and members, identical texts, a
+    read-only session's queue, an error page's Log out button, the pasted-text search of a
+    collection with neighbours, the API's areas in /docs, and no request answered 404."""
+    from playwright.sync_api import sync_playwright
+
+    near = f"{NAME}-near"
+    with service.client(service.tokens["admin"]) as admin:
+        for name, body in ((NAME, {"threshold": THRESHOLD}), (near, {"threshold": 0.9, "neighbours": True})):
+            admin.delete(f"/v1/collections/{name}")
+            assert admin.post("/v1/collections", json={"name": name, **body}).status_code == 201
+            assert admin.post(f"/v1/collections/{name}/documents", json=documents()).status_code == 200
+        cluster = next(
+            c
+            for c in admin.get(f"/v1/collections/{NAME}/clusters").json()["clusters"]
+            if "storm/ap" in c["ids"]
+        )
+    reader = make_token(database_url, schema, "read", None, "read-only reviewer")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            missing: list[str] = []
+            console: list[str] = []
+            page.on("response", lambda r: missing.append(r.url) if r.status == 404 else None)
+            page.on("console", lambda message: console.append(message.text))
+            # The front door: where the review pages and the API documentation are.
+            page.goto(f"{service.base}/")
+            assert page.locator("#to-review").get_attribute("href") == "/review/"
+            assert page.locator("#to-docs").get_attribute("href") == "/docs"
+            assert "neardup token create" in page.inner_text("#tokens")
+            _shoot(page, "landing")
+            page.click("#to-review")
+            page.wait_for_url("**/review/login**")
+            _log_in(page, service, reader, f"/review/{NAME}/cluster/{cluster['cluster']}")
+            # The cluster: its representative marked, each member with its own line.
+            representative = page.locator("#members tr.representative")
+            assert representative.count() == 1
+            assert cluster["representative"] in representative.inner_text()
+            assert page.locator("#representative").inner_text().lower() == "representative"
+            partings = page.locator("#members td.parting").all_inner_texts()
+            others = [t for t in partings if t != "kept"]
+            assert len(others) == len(cluster["ids"]) - 1
+            assert len(set(others)) == len(others)  # each member its own
+            assert any(t.startswith("parts from it at") for t in others)
+            # Identical texts are called identical.
+            page.goto(f"{service.base}/review/{NAME}/pair?a=council/1&b=council/copy")
+            assert page.inner_text("#containment-verdict") == "The two texts are identical."
+            # A read-only session: no label form, and no d / n among the keys.
+            page.goto(f"{service.base}/review/{NAME}/queue")
+            assert page.locator("#label-form").count() == 0
+            keys = page.inner_text("#keys")
+            assert "duplicate" not in keys
+            assert "j next" in keys
+            # An error page keeps the session's Log out button.
+            response = page.goto(f"{service.base}/review/{NAME}/cluster/987654321")
+            assert response is not None
+            assert response.status == 404
+            assert page.locator("header form button", has_text="Log out").count() == 1
+            # The pasted-text search of a collection that keeps neighbours: the nearest, below
+            # its threshold (0.9) too.
+            page.goto(f"{service.base}/review/{near}")
+            page.fill("#search-text", documents()[0]["text"].split("\n\n")[0])
+            page.click("text=Find matches")
+            page.wait_for_selector("#matches")
+            assert "nearest stored documents" in page.inner_text("#matches-how")
+            assert "storm/ap" in page.inner_text("#matches")
+            # /docs: the operations grouped by area, none under "default".
+            page.goto(f"{service.base}/docs")
+            page.wait_for_selector(".opblock-tag", timeout=30_000)
+            areas = [t.strip() for t in page.locator(".opblock-tag").all_inner_texts()]
+            assert [a.split("\n")[0] for a in areas][:3] == ["collections", "documents", "queries"]
+            assert not [a for a in areas if a.startswith("default")]
+            assert missing == [f"{service.base}/review/{NAME}/cluster/987654321"]  # no favicon missing
+            assert not [n for n in console if "Content Security Policy" in n or "Refused" in n]
+        finally:
+            browser.close()

@@ -116,9 +116,13 @@ def test_no_feed_is_409_a_since_no_longer_kept_is_410_and_bad_values_422(
             f"UPDATE \"{schema}\".changes SET at = at - interval '2 hours' WHERE collection_id = %s", (cid,)
         )
     _add(admin, name, [("c", "a third to prune the first two")])
-    r = admin.get(f"/v1/collections/{name}/changes", params={"since": 0})
+    r = admin.get(f"/v1/collections/{name}/changes", params={"since": 1})
     assert r.status_code == 410
     assert "no longer all kept" in r.json()["detail"]
+    # since=0, a new consumer's: every change kept, from the oldest (the third add's).
+    r = admin.get(f"/v1/collections/{name}/changes", params={"since": 0})
+    assert r.status_code == 200, r.text
+    assert r.json()["results"][0] == {**r.json()["results"][0], "kind": "document.added", "id": "c"}
     for bad in ({"since": -1}, {"limit": 0}, {"feed": "continuous"}, {"timeout": 10**9}):
         assert admin.get(f"/v1/collections/{name}/changes", params=bad).status_code == 422, bad
     assert admin.get("/v1/collections/no-such/changes").status_code == 404

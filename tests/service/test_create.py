@@ -130,7 +130,7 @@ def test_the_request_model_is_made_of_the_creation_parameters() -> None:
         assert typed.get("enum", list(p.choices)) == list(p.choices), p.name
         if p.low is not None:
             assert typed["exclusiveMinimum" if p.low_open else "minimum"] == p.low, p.name
-        assert typed.get("maximum") == p.high, p.name
+        assert typed.get("exclusiveMaximum" if p.high_open else "maximum") == p.high, p.name
         assert ("anyOf" in field) == p.nullable, p.name
 
 

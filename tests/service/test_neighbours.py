@@ -62,10 +62,25 @@ def test_bad_neighbour_options_are_4xx_naming_the_field(service: Service, named:
         ({"min_containment": 0}, "min_containment"),
         ({"min_containment": 1.5}, "min_containment"),
         ({"min_containment": 0.5, "direction": "in"}, "direction"),
+        # JSON's own types, as the library and the command line take them: true is no count.
+        ({"top_k": True}, "top_k"),
+        ({"top_k": "5"}, "top_k"),
+        ({"limit": True}, "limit"),
+        ({"min_jaccard": "0.5"}, "min_jaccard"),
+        ({"min_containment": True}, "min_containment"),
     ):
         r = reader.post(f"/v1/collections/{named}/query", json={"text": TEXT, **body})
         assert r.status_code == 422, r.text
         assert r.json()["errors"][0]["location"] == ["body", field]
+    # within needs the share it is within by, as the command line's --within needs --min-containment.
+    r = reader.post(f"/v1/collections/{named}/query", json={"text": TEXT, "direction": "within"})
+    assert r.status_code == 422, r.text
+    assert "direction 'within' goes with min_containment" in r.json()["detail"]
+    r = reader.post(
+        f"/v1/collections/{named}/check", params={"direction": "within"}, json=[{"id": "q", "text": TEXT}]
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["errors"][0]["location"] == ["query", "direction"]
     r = reader.post("/v1/collections/plainq/query", json={"text": TEXT, "top_k": 3})
     assert 400 <= r.status_code < 500
     assert "--neighbours" in r.text

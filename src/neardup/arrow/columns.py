@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -85,7 +86,8 @@ def select(
         else tuple(dict.fromkeys(m for m in meta_fields if m not in (id_field, text_field)))
     )
     for key in meta:
-        if _is_binary(schema.field(key).type):
+        kind = _value_type(schema.field(key).type)
+        if _is_binary(kind) or pa.types.is_interval(kind):
             raise InputError(
                 f"{name}: column {key!r} is {schema.field(key).type}, which metadata (JSON) cannot hold; "
                 "leave it out with --meta-fields (meta= in Python)"
@@ -93,34 +95,72 @@ def select(
     return Selection(id_field, text_field, meta)
 
 
-def _plain(column: pa.Array, as_text: bool) -> list[object]:
-    """A column's values as Python objects, as JSON will hold them."""
-    if as_text:
-        column = pc.cast(column, pa.string())
-    return column.to_pylist()  # type: ignore[no-any-return]
+class _Unreadable(NamedTuple):
+    """A value pyarrow could not give as a Python object (a string that is not UTF-8), and why."""
+
+    reason: str
+
+
+def _plain(column: pa.Array, as_text: bool, where: str, name: str) -> list[object]:
+    """A column's values as Python objects, as JSON will hold them; a value that cannot be one
+    (invalid UTF-8 in a string column) is an ``_Unreadable`` in its place. A column that cannot be
+    converted at all raises InputError naming ``where`` (file and row group) and the column."""
+    try:
+        if as_text:
+            column = pc.cast(column, pa.string())
+        return column.to_pylist()  # type: ignore[no-any-return]
+    except UnicodeDecodeError:
+        return [_value(column, i) for i in range(len(column))]
+    except pa.ArrowException as exc:
+        raise InputError(
+            f"{where}: column {name!r} ({column.type}) cannot be read as a value ({exc})"
+        ) from exc
+
+
+def _value(column: pa.Array, i: int) -> object:
+    try:
+        return column[i].as_py()
+    except UnicodeDecodeError as exc:
+        return _Unreadable(f"not valid UTF-8 ({exc.reason} at byte {exc.start})")
+
+
+def _problem(row: tuple[object, ...], names: Sequence[str]) -> str | None:
+    """Why a row is bad (a null id or text, a value that is not UTF-8), naming its column, or None."""
+    for value, name in zip(row, names, strict=True):
+        if isinstance(value, _Unreadable):
+            return f"column {name!r} is {value.reason}"
+    for value, name in zip(row[:2], names[:2], strict=True):
+        if value is None:
+            return f"column {name!r} is null"
+    return None
 
 
 def records_of(
     batch: pa.RecordBatch, selection: Selection, place: str, first: int, on_bad: OnBad | None
 ) -> Iterator[SourceRecord]:
     """The rows of ``batch`` as records, row ``first + i`` named ``f"{place}{first + i}"``; a null
-    id or text raises InputError, or with ``on_bad`` is reported there and left out."""
+    id or text, or a string that is not UTF-8, raises InputError naming the row and the column,
+    or with ``on_bad`` is reported there and left out."""
     ids_column = batch.column(selection.id)
     if pa.types.is_integer(_value_type(ids_column.type)):
         ids_column = pc.cast(ids_column, pa.string())
-    ids, texts = ids_column.to_pylist(), batch.column(selection.text).to_pylist()
-    columns = [_plain(batch.column(m), _written_as_text(batch.column(m).type)) for m in selection.meta]
+    rows_from = f"{place}{first} to {first + batch.num_rows - 1}"
+    ids = _plain(ids_column, False, rows_from, selection.id)
+    texts = _plain(batch.column(selection.text), False, rows_from, selection.text)
+    columns = [
+        _plain(batch.column(m), _written_as_text(batch.column(m).type), rows_from, m) for m in selection.meta
+    ]
     metas: Iterator[tuple[object, ...] | None] = (
         zip(*columns, strict=True) if columns else itertools.repeat(None)
     )
     for n, doc_id, text, values in zip(itertools.count(first), ids, texts, metas):
-        if doc_id is None or text is None:
+        why = _problem((doc_id, text, *(values or ())), selection.names)
+        if why is not None:
             where = f"{place}{n}"
-            column = selection.id if doc_id is None else selection.text
-            problem = InputError(f"{where}: column {column!r} is null")
+            problem = InputError(f"{where}: {why}")
             if on_bad is None:
                 raise problem
             on_bad(BadRecord(where, str(problem), ""))
             continue
         meta = None if values is None else dict(zip(selection.meta, values, strict=True))
-        yield SourceRecord(doc_id, text, meta, f"{place}{n}", "")
+        yield SourceRecord(cast(str, doc_id), cast(str, text), meta, f"{place}{n}", "")

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from neardup.arrow.columns import records_of, select
 from neardup.errors import InputError
-from neardup.readers import OnBad, SourceRecord
+from neardup.readers import BadRecord, OnBad, SourceRecord
 
 ArrowFormat = Literal["parquet", "arrow"]
 ARROW_FORMATS: tuple[ArrowFormat, ...] = ("parquet", "arrow")
@@ -173,10 +173,18 @@ def read_arrow(
 ) -> Iterator[SourceRecord]:
     """Records from a Parquet or Arrow file, or a directory of them: the id, text and metadata
     columns read a batch at a time (``meta_fields`` None: every other column). A missing column,
-    or one of a type that cannot hold its part, raises InputError naming the file; a bad row
-    (a null id or text) raises naming file, group or batch, and row, or goes to ``on_bad``."""
+    or one of a type that cannot hold its part, raises InputError naming the file, and so does a
+    file without rows; a bad row (a null id or text, a string that is not UTF-8) raises naming
+    file, group or batch, row and column, or goes to ``on_bad``."""
     for file in files_of(path, fmt):
         source = Batches(file, fmt)
         selection = select(source.schema, id_field, text_field, meta_fields, source.name)
+        rows = 0
         for place, first, batch in source.read(selection.names):
+            rows += batch.num_rows
             yield from records_of(batch, selection, place, first, on_bad)
+        if rows == 0:  # as an empty JSONL file is: most likely not what was meant to be read
+            problem = InputError(f"{source.name}: the file is empty (no rows)")
+            if on_bad is None:
+                raise problem
+            on_bad(BadRecord(source.name, str(problem), ""))

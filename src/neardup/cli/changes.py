@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from neardup.cli.command import command
 from neardup.cli.connect import open_database
 from neardup.cli.options import NON_NEGATIVE, POSITIVE
-from neardup.cli.output import writer
+from neardup.cli.output import rounded, writer
 
 if TYPE_CHECKING:
     from neardup.database import Change
@@ -24,6 +24,8 @@ FOLLOW_WAIT = 30.0
 def _row(change: Change, fmt: str) -> list[Any]:
     values = change.to_dict()
     values["at"] = change.at.isoformat()
+    if change.jaccard is not None:
+        values["jaccard"] = rounded(change.jaccard)
     if fmt in ("tsv", "csv") and change.clusters is not None:
         values["clusters"] = " ".join(map(str, change.clusters))
     return [values.get(column) for column in COLUMNS]

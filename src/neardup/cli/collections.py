@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from neardup.cli.command import command
 from neardup.cli.connect import open_database, open_index
 from neardup.cli.options import POSITIVE, parameters
-from neardup.cli.output import emit
+from neardup.cli.output import counted, emit
 
 if TYPE_CHECKING:
     from neardup.index import Index
@@ -115,15 +115,25 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 def cmd_collections(args: argparse.Namespace) -> int:
     """The schema's collections with their threshold and counts of documents, pairs and clusters.
 
-    Pairs are those of different texts (as `stats` counts them); copies of one text are not
-    counted. --collection is not used: every collection of --schema is listed.
+    The counts are named as `stats` names them: text_pairs are the stored pairs of distinct texts
+    (what `add` reports as new text pairs), document_pairs the rows `neardup pairs` lists (copies
+    of one text included). --collection is not used: every collection of --schema is listed.
 
     Example: neardup collections --format json
     """
-    columns = ["name", "threshold", "store_text", "distributed", "documents", "pairs", "clusters"]
+    columns = {
+        "name": "name",
+        "threshold": "threshold",
+        "store_text": "store_text",
+        "distributed": "distributed",
+        "documents": "documents",
+        "text_pairs": "pairs",
+        "document_pairs": "document_pairs",
+        "clusters": "clusters",
+    }
     with ExitStack() as stack:
         found = open_database(args, stack).collections()
-        emit(args.format, columns, ([getattr(c, column) for column in columns] for c in found))
+        emit(args.format, list(columns), ([getattr(c, field) for field in columns.values()] for c in found))
     return 0
 
 
@@ -136,16 +146,23 @@ def _drop_options(p: argparse.ArgumentParser) -> None:
 def cmd_drop(args: argparse.Namespace) -> int:
     """Drop a collection with its documents, pairs, clusters and labels (needs --yes).
 
-    The collection's writers finish first; there is no undo.
+    Without --yes it says what the collection holds and drops nothing. The collection's writers
+    finish first; there is no undo.
 
     Example: neardup drop old-news --yes
     """
     from neardup.errors import CollectionNotFoundError, ParamsError
 
-    if not args.yes:
-        raise ParamsError(f"dropping collection {args.name!r} deletes all of it: add --yes to drop it")
     with ExitStack() as stack:
         db = open_database(args, stack)
+        found = db.info(args.name)
+        held = (
+            f"collection {found.name!r} with its {counted(found.documents or 0, 'document')}, "
+            f"{counted(found.clusters or 0, 'cluster')} and their pairs and labels"
+        )
+        if not args.yes:
+            raise ParamsError(f"dropping {held} deletes all of it: add --yes to drop it")
+        print(f"neardup: dropping {held}", file=sys.stderr)
         if not db.drop(args.name):
             raise CollectionNotFoundError(f"no collection named {args.name!r} in schema {args.schema!r}")
     print(f"dropped collection {args.name!r}", file=sys.stderr)

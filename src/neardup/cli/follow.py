@@ -68,7 +68,7 @@ def _say(applied: Applied) -> None:
     a = applied.added
     print(
         f"applied {applied.changes} changes: added {a.added}, replaced {a.replaced}, "
-        f"unchanged {a.unchanged}, removed {applied.removed}, new pairs {a.new_pairs}"
+        f"unchanged {a.unchanged}, removed {applied.removed}, new text pairs {a.new_pairs}"
         + (f", rows skipped {applied.skipped}" if applied.skipped else ""),
         file=sys.stderr,
         flush=True,

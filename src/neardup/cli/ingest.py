@@ -44,7 +44,9 @@ def _progress(start: float) -> Callable[[AddResult], None]:
             done = total.added + total.replaced + total.unchanged
             rate = done / max(now - start, 1e-9)
             print(
-                f"\r{done:,} documents, {rate:,.0f}/s, {total.new_pairs:,} new pairs", end="", file=sys.stderr
+                f"\r{done:,} documents, {rate:,.0f}/s, {total.new_pairs:,} new text pairs",
+                end="",
+                file=sys.stderr,
             )
 
     return show
@@ -90,8 +92,9 @@ def _names(text: str) -> list[str]:
 def cmd_add(args: argparse.Namespace) -> int:
     """Add documents; each batch's verified pairs are stored before it commits.
 
-    "new pairs" counts the stored pairs of distinct texts the input added (as `stats` pairs counts
-    them); `stats` document_pairs is how many rows `neardup pairs` lists.
+    "new text pairs" counts the stored pairs of distinct texts the input added (`stats` and
+    `collections` text_pairs); copies of one text are no text pair. The rows `neardup pairs`
+    lists, every pair of documents, are `stats` and `collections` document_pairs.
 
     Example: neardup add crawl.parquet --id-field doc_id --text-field body --meta-fields url,lang
     """
@@ -134,7 +137,7 @@ def cmd_add(args: argparse.Namespace) -> int:
         print(
             f"added {result.added}, replaced {result.replaced}, unchanged {result.unchanged}, "
             f"empty {result.empty}, rejected {len(rejected)}, "
-            f"new pairs {result.new_pairs} (of distinct texts) in {time.monotonic() - start:.1f} s"
+            f"new text pairs {result.new_pairs} in {time.monotonic() - start:.1f} s"
             + (f"; rejected records are in {args.rejects}" if rejected else ""),
             file=sys.stderr,
         )
@@ -287,13 +290,14 @@ def cmd_dedup(args: argparse.Namespace) -> int:
 
     Example: neardup dedup new.jsonl --against-index --out new.only.jsonl
     """
-    from neardup.inputs import kind_of, read_inputs
+    from neardup.inputs import expand, read_inputs
     from neardup.readers import check_paths
 
     check_paths(args.files)
     check_writable(args.out, "--out")
-    kinds = [kind_of(path, args.input_format) for path in args.files]
-    arrow = _arrow_kind(args.files, kinds)
+    files = expand(args.files, args.input_format)
+    kinds = [f.kind for f in files]
+    arrow = _arrow_kind([f.path for f in files], kinds)
     records: Iterable[SourceRecord] = read_inputs(
         args.files,
         args.input_format,
@@ -334,10 +338,10 @@ def cmd_dedup(args: argparse.Namespace) -> int:
         print(f"kept {kept}, dropped {removed} ({why})", file=sys.stderr)
         if unstored is not None and unstored.count:
             print(
-                f"warning: {unstored.count:,} of {kept + removed:,} input records are not in collection "
-                f"{index.name!r} (no stored document has their id), so they were kept unexamined; to "
-                "drop records that duplicate stored documents or each other without storing them, "
-                "use --against-index",
+                f"neardup: warning: {unstored.count:,} of {kept + removed:,} input records are not in "
+                f"collection {index.name!r} (no stored document has their id), so they were kept "
+                "unexamined; to drop records that duplicate stored documents or each other without "
+                "storing them, use --against-index",
                 file=sys.stderr,
             )
     return 0
@@ -391,7 +395,7 @@ def _write_kept(
 
 
 def _remove_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("ids", nargs="+", metavar="ID", help="the ids of the documents to remove")
 
 
 @command("remove", _remove_options, output=False)

@@ -74,8 +74,17 @@ def cmd_labels(args: argparse.Namespace) -> int:
             emit(args.format, ADVICE_COLUMNS, advice_rows(advice))
             return 0
         rows = db.labels.export(None if args.all else args.collection)
-        emit(args.format, LABEL_COLUMNS, ([r.to_dict()[c] for c in LABEL_COLUMNS] for r in rows))
+        emit(args.format, LABEL_COLUMNS, (_label_row(r.to_dict()) for r in rows))
     return 0
+
+
+def _label_row(label: dict[str, Any]) -> list[Any]:
+    """A label's columns (``LABEL_COLUMNS``), its similarity rounded as every listing rounds one."""
+    similarity = label["similarity"]
+    return [
+        rounded(similarity) if c == "similarity" and similarity is not None else label[c]
+        for c in LABEL_COLUMNS
+    ]
 
 
 def advice_rows(advice: Advice) -> Iterator[list[Any]]:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from neardup.cli.command import command
 from neardup.cli.connect import open_index
 from neardup.cli.options import POSITIVE, max_text_length, min_jaccard, neighbour_arguments, neighbour_options
-from neardup.cli.output import emit, rounded
+from neardup.cli.output import emit, emit_record, rounded
 
 if TYPE_CHECKING:
     from neardup.core.recall_check import RecallCheck
@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 
 def _query_options(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--text")
+    g.add_argument("--text", help="the text to look up, as one argument (quote it)")
     g.add_argument("--file", help="a file with the text, or - for stdin")
-    g.add_argument("stdin", nargs="?", choices=["-"], help="read the text from stdin")
+    g.add_argument("stdin", nargs="?", choices=["-"], metavar="-", help="- reads the text from stdin")
     min_jaccard(p)
     p.add_argument("--limit", type=POSITIVE, help="at most this many (default: all)")
     neighbour_options(p)
@@ -172,15 +172,16 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 
 @command("stats")
 def cmd_stats(args: argparse.Namespace) -> int:
-    """Counts, size on disk, fullest buckets and parameters of the collection.
+    """Counts, settings, size on disk, fullest buckets and parameters of the collection.
 
-    contents: distinct texts (copies of one text are one content). pairs: stored near-duplicate
-    pairs of distinct texts (what `add` reports as new pairs). identical_pairs: pairs of
-    documents with the same text. document_pairs: the rows `neardup pairs` lists, every pair of
-    documents whose texts are a stored pair plus the identical pairs. clusters: those of two or
-    more documents, as `neardup clusters` lists them. dense_clusters: those of dense_cluster_size
-    distinct texts or more (dense_contents, dense_documents: theirs), which store a verified subset
-    of their pairs that connects them. bytes.TABLE.rows and .indexes: each structure's bytes.
+    documents; contents: distinct texts (copies of one text are one content); text_pairs: stored
+    near-duplicate pairs of distinct texts (what `add` reports as new text pairs);
+    identical_pairs: pairs of documents with the same text; document_pairs: the rows `neardup
+    pairs` lists, every pair of documents whose texts are a stored pair plus the identical pairs;
+    clusters: those of two or more documents, as `neardup clusters` lists them; dense_clusters:
+    those of dense_cluster_size distinct texts or more (dense_contents, dense_documents: theirs),
+    which store a verified subset of their pairs that connects them. Then what the collection keeps
+    (keep, neighbours, changes_feed), its bytes and its parameters.
 
     expected_threshold_bin_recall: the expected recall of the pairs in [threshold, threshold +
     0.05) under the tuner's prior (pairs bunched towards the threshold). threshold_bin_pairs and
@@ -188,7 +189,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     (each found pair weighted by 1 / P(candidate) of its similarity: an estimate, trusted from
     100 pairs). When it falls under the collection's recall target, threshold_bin_recall_short is
     true, threshold_bin_rebuild names the rebuild that would restore it and standard error warns,
-    with that rebuild's bands, bucket rows and candidates (a model).
+    with that rebuild's bands, bucket rows and candidates (a model). JSON and JSONL give one object
+    (`neardup stats --format json | jq .documents`); TSV and CSV a row a value, nested names
+    joined by dots.
 
     Example: neardup stats --format json
     """
@@ -197,63 +200,65 @@ def cmd_stats(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         index = open_index(args, stack)
         s = index.stats()
-        rows: list[tuple[str, Any]] = [
-            ("database", Database(args.url, args.schema).url_redacted),
-            *([("data_directory", args.data_directory)] if getattr(args, "data_directory", None) else []),
-            ("collection", s.name),
-            ("distributed", index.distributed),
-            ("documents", s.documents),
-            ("contents", s.contents),
-            ("pairs", s.pairs),
-            ("identical_pairs", s.identical_pairs),
-            ("document_pairs", s.document_pairs),
-            ("clusters", s.clusters),
-            ("dense_clusters", s.dense_clusters),
-            ("dense_contents", s.dense_contents),
-            ("dense_documents", s.dense_documents),
-            ("bucket_rows", s.bucket_rows),
-            ("bytes_on_disk", s.bytes_on_disk),
-            *(
-                [
-                    ("neighbour_rows", s.neighbour_rows),
-                    ("neighbour_bytes_per_document", s.neighbour_bytes // max(s.documents, 1)),
-                ]
+        record: dict[str, Any] = {
+            "database": Database(args.url, args.schema).url_redacted,
+            **({"data_directory": args.data_directory} if getattr(args, "data_directory", None) else {}),
+            "collection": s.name,
+            "documents": s.documents,
+            "contents": s.contents,
+            "text_pairs": s.pairs,
+            "identical_pairs": s.identical_pairs,
+            "document_pairs": s.document_pairs,
+            "clusters": s.clusters,
+            "dense_clusters": s.dense_clusters,
+            "dense_contents": s.dense_contents,
+            "dense_documents": s.dense_documents,
+            "threshold": s.threshold,
+            "keep": s.keep,
+            "store_text": s.store_text,
+            "neighbours": s.params.neighbours,
+            "changes_feed": s.changes_feed,
+            **({"changes_retention_hours": s.changes_retention_hours} if s.changes_feed else {}),
+            "distributed": index.distributed,
+            "bucket_rows": s.bucket_rows,
+            **(
+                {
+                    "neighbour_rows": s.neighbour_rows,
+                    "neighbour_bytes_per_document": s.neighbour_bytes // max(s.documents, 1),
+                }
                 if s.params.neighbours
-                else []
+                else {}
             ),
-            *(
-                (f"bytes.{table}.{part}", size)
-                for table, sizes in s.bytes_by_table.items()
-                for part, size in zip(("rows", "indexes"), sizes, strict=True)
-            ),
-            ("threshold", s.threshold),
-            ("store_text", s.store_text),
-            ("expected_fp_rate", rounded(s.expected_fp_rate)),
-            ("expected_fn_rate", rounded(s.expected_fn_rate)),
-            ("candidate_probability_at_threshold", rounded(s.candidate_probability_at_threshold)),
-            ("expected_threshold_bin_recall", rounded(s.expected_threshold_bin_recall)),
-            *_recall_check_rows(s.recall_check),
-            *((f"params.{k}", v) for k, v in s.params.to_dict().items()),
-            *(
-                (f"largest_bucket.{i}", f"band {b} bucket {k}: {n}")
-                for i, (b, k, n) in enumerate(s.largest_buckets, 1)
-            ),
-        ]
-        emit(args.format, ["name", "value"], rows)
+            "bytes_on_disk": s.bytes_on_disk,
+            "bytes": {
+                table: {"rows": rows, "indexes": indexes}
+                for table, (rows, indexes) in s.bytes_by_table.items()
+            },
+            "expected_fp_rate": rounded(s.expected_fp_rate),
+            "expected_fn_rate": rounded(s.expected_fn_rate),
+            "candidate_probability_at_threshold": rounded(s.candidate_probability_at_threshold),
+            "expected_threshold_bin_recall": rounded(s.expected_threshold_bin_recall),
+            **_recall_check(s.recall_check),
+            "params": s.params.to_dict(),
+            "largest_buckets": [
+                {"band": band, "bucket": key, "contents": n} for band, key, n in s.largest_buckets
+            ],
+        }
+        emit_record(args.format, record)
     if s.recall_check is not None and s.recall_check.short:
-        print(f"warning: {s.recall_check.summary()}", file=sys.stderr)
+        print(f"neardup: warning: {s.recall_check.summary()}", file=sys.stderr)
     return 0
 
 
-def _recall_check_rows(check: RecallCheck | None) -> list[tuple[str, Any]]:
-    """The threshold bin's check from the collection's own pairs, as stats rows."""
+def _recall_check(check: RecallCheck | None) -> dict[str, Any]:
+    """The threshold bin's check from the collection's own pairs, as fields of the stats record."""
     if check is None:
-        return []
+        return {}
     fix = check.restoration
-    return [
-        ("threshold_bin_pairs", check.pairs),
-        ("threshold_bin_recall_own", rounded(check.own_recall) if check.own_recall is not None else None),
-        ("threshold_bin_recall_short", check.short),
-        ("threshold_bin_rebuild", f"neardup rebuild {fix.option}" if fix is not None else None),
-        ("threshold_bin_check", check.summary()),
-    ]
+    return {
+        "threshold_bin_pairs": check.pairs,
+        "threshold_bin_recall_own": rounded(check.own_recall) if check.own_recall is not None else None,
+        "threshold_bin_recall_short": check.short,
+        "threshold_bin_rebuild": f"neardup rebuild {fix.option}" if fix is not None else None,
+        "threshold_bin_check": check.summary(),
+    }

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from neardup import __version__
 from neardup.cli import (
@@ -53,21 +56,103 @@ ORDER = (
 )
 # Each module registers its commands as it is imported; named here so that the import is used.
 MODULES = (backup, changes, collections, evaluate, follow, ingest, labels, listing, schema, server, tokens)
-# Options before the command that take a value (so the command's name can be found before parsing).
+# The options every command takes, before or after its name, that take a value (so the command's
+# name can be found before parsing).
 _GLOBAL_VALUES = ("--db", "--collection", "--schema")
+# The global options' defaults: given before the command, or else these.
+_GLOBAL_DEFAULTS = {"collection": "default", "schema": "neardup"}
 
 
-def _global_options(parser: argparse.ArgumentParser) -> None:
+def _global_options(parser: argparse.ArgumentParser, *, after: bool = False, own: Sequence[str] = ()) -> None:
+    """--db, --collection and --schema: on the top-level parser with their defaults, or (``after``)
+    on a command's parser without any, so that given after the command they override what was
+    given before it, and left out they change nothing; ``own`` are those the command uses for
+    something of its own (``token create --collection``)."""
     from neardup.cli.connect import URL_ENV
 
-    parser.add_argument("--version", action="version", version=f"neardup {__version__}")
-    parser.add_argument("--db", help=f"database URL (default: ${URL_ENV}, else the embedded server)")
-    parser.add_argument("--collection", default="default", help="collection name (default: default)")
-    # The library's default schema, without importing the storage side for it.
-    parser.add_argument("--schema", default="neardup", help="PostgreSQL schema (default: neardup)")
+    target: Any = parser
+    keywords: dict[str, Any] = {}
+    if after:
+        target = parser.add_argument_group("options every command takes (before or after its name)")
+        keywords["default"] = argparse.SUPPRESS
+    else:
+        parser.add_argument("--version", action="version", version=f"neardup {__version__}")
+    helps = {
+        "db": f"database URL (default: ${URL_ENV}, else the embedded server)",
+        "collection": "collection name (default: default)",
+        # The library's default schema, without importing the storage side for it.
+        "schema": "PostgreSQL schema (default: neardup)",
+    }
+    for name, help_text in helps.items():
+        if f"--{name}" in own:
+            continue
+        default = keywords.get("default", _GLOBAL_DEFAULTS.get(name))
+        target.add_argument(f"--{name}", default=default, metavar=name.upper(), help=help_text)
 
 
-def _add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser], c: Command, full: bool) -> None:
+def _long_options(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+
+
+def suggestion(word: str, options: Sequence[str]) -> str:
+    """The option of ``options`` closest to a mistyped ``word`` (``--batchsize``: ``--batch-size``),
+    or "" when none is close enough, as git suggests a command."""
+    name = word.split("=", 1)[0]
+    close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
+    if not close:  # a word dropped or added: --max-length for --max-text-length
+        close = [o for o in options if name.strip("-") and name.strip("-") in o][:1]
+    return close[0] if close else ""
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser: an option it does not know is refused first, with its own usage and the
+    closest option it does know, before any other complaint (a required option missing)."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        words = list(sys.argv[1:] if args is None else args)
+        known = _long_options(self)
+        for word in words:
+            if word == "--":
+                break
+            if not word.startswith("--") or " " in word:  # values with spaces are never options
+                continue
+            name = word.split("=", 1)[0]
+            matching = [o for o in known if o.startswith(name)]
+            if name in known or len(matching) == 1:
+                continue
+            if len(matching) > 1:
+                continue  # ambiguous: argparse names the candidates itself
+            close = suggestion(name, known)
+            self.error(f"unrecognized option {name}" + (f" (did you mean {close}?)" if close else ""))
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        """Exit with the usage and ``message``, argparse's lists of arguments said as a person would."""
+        if found := re.fullmatch(r"one of the arguments (.+) is required", message):
+            *first, last = found.group(1).split()
+            message = f"give one of {', '.join(first)} or {last}"
+        super().error(message)
+
+
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser: words left over after a command are named with that command's usage."""
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            sub = _subparsers(self).get(getattr(parsed, "command", None) or "")
+            (sub or self).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _add_command(sub: argparse._SubParsersAction[_CommandParser], c: Command, full: bool) -> None:
     p = sub.add_parser(
         c.name,
         help=c.summary,
@@ -82,16 +167,16 @@ def _add_command(sub: argparse._SubParsersAction[argparse.ArgumentParser], c: Co
         output_format(p, tables=c.tables)
     if c.options is not None:
         c.options(p)
+    _global_options(p, after=True, own=_long_options(p))
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser, with every command and its example; with ``only``, the options of that
-    command alone (the others keep their name and help), so a command builds no other's options."""
-    parser = argparse.ArgumentParser(
-        prog="neardup", description="A near-duplicate document index in PostgreSQL."
-    )
+    command alone (the others keep their name and help), so a command builds no other's options.
+    The global options (--db, --collection, --schema) are taken before the command or after it."""
+    parser = _Parser(prog="neardup", description="A near-duplicate document index in PostgreSQL.")
     _global_options(parser)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser)
     for name in ORDER:
         _add_command(sub, COMMANDS[name], only is None or only == name)
     return parser

@@ -149,7 +149,8 @@ def output_format(p: argparse.ArgumentParser, *, tables: bool = False) -> None:
 
 # How each input format is read, for the help of the commands that read records.
 FORMAT_HELP = (
-    "input format (default: by name: .jsonl, .ndjson and .json are jsonl; .csv, .tsv; else txt). "
+    "input format (default: by name: .jsonl, .ndjson and .json are jsonl; .csv, .tsv; .parquet, .pq; "
+    ".arrow, .feather, .ipc, .arrows; else txt). "
     "jsonl: one JSON object a line (a key given twice is refused); "
     'csv: RFC 4180 (quoted fields may hold commas, line breaks and doubled quotes ""); '
     'tsv: tab-separated values without quoting or escapes (a " is an ordinary character, a '
@@ -162,19 +163,39 @@ FORMAT_HELP = (
 
 def inputs(p: argparse.ArgumentParser, format_option: str = "--format") -> None:
     """Input files, how to read their records, and the longest text they may hold."""
-    from neardup.inputs import INPUT_FORMATS
+    from neardup.inputs import DIRECTORY_HELP, INPUT_FORMATS
     from neardup.readers import read_records
 
-    p.add_argument("files", nargs="+", metavar="FILE", help="files (gzip ok), directories, or - for stdin")
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help=f"files (gzip ok), directories, or - for stdin; {DIRECTORY_HELP}",
+    )
     p.add_argument(format_option, dest="input_format", choices=INPUT_FORMATS, help=FORMAT_HELP)
-    p.add_argument("--id-field", default=library_default(read_records, "id_field"))
-    p.add_argument("--text-field", default=library_default(read_records, "text_field"))
+    id_field, text_field = (
+        library_default(read_records, "id_field"),
+        library_default(read_records, "text_field"),
+    )
+    p.add_argument(
+        "--id-field",
+        default=id_field,
+        metavar="NAME",
+        help=f"the field (column) holding each record's id (default {id_field}); an integer id becomes its "
+        "decimal text",
+    )
+    p.add_argument(
+        "--text-field",
+        default=text_field,
+        metavar="NAME",
+        help=f"the field (column) holding each record's text (default {text_field})",
+    )
     max_text_length(p, "the longest text of a record; add refuses longer ones as bad records")
 
 
 def max_text_length(p: argparse.ArgumentParser, help_text: str) -> None:
     """--max-text-length: the longest text, which also bounds what reading one record may take."""
-    from neardup.readers import BYTES_PER_CHARACTER, DEFAULT_MAX_TEXT_LENGTH, RECORD_FRAMING, read_records
+    from neardup.readers import BYTES_PER_CHARACTER, DEFAULT_MAX_TEXT_LENGTH, read_records, record_limit
 
     p.add_argument(
         "--max-text-length",
@@ -182,7 +203,9 @@ def max_text_length(p: argparse.ArgumentParser, help_text: str) -> None:
         default=library_default(read_records, "max_text_length"),
         metavar="CHARS",
         help=f"{help_text} (default {DEFAULT_MAX_TEXT_LENGTH:,} characters); reading stops with an error "
-        f"at a line longer than {BYTES_PER_CHARACTER} bytes a character plus {RECORD_FRAMING >> 20} MiB",
+        "at a line (a CSV record) longer than the longest record such a text can be in, "
+        f"{BYTES_PER_CHARACTER} bytes for each character (a JSON escape) and 1 MiB besides "
+        f"({record_limit(DEFAULT_MAX_TEXT_LENGTH) >> 20} MiB by default)",
     )
 
 

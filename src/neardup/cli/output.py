@@ -4,11 +4,12 @@ too, for the listings that give their columns' types)."""
 from __future__ import annotations
 
 import csv
+import glob
 import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -67,6 +68,31 @@ def emit(
         _write_rows(fmt, columns, rows, f)
 
 
+def emit_record(fmt: str, record: dict[str, Any]) -> None:
+    """One record (a command's report, not a listing) to stdout: as one JSON object with typed
+    values in ``json`` and ``jsonl`` (nested objects and lists kept), else as name and value rows,
+    nested names joined by dots (``params.bands``) and list items numbered from 1."""
+    if fmt in ("json", "jsonl"):
+        json.dump(record, sys.stdout, ensure_ascii=False, indent=2 if fmt == "json" else None)
+        sys.stdout.write("\n")
+        return
+    _write_rows(fmt, ["name", "value"], _flattened(record, ""), sys.stdout)
+
+
+def _flattened(value: Any, name: str) -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield from _flattened(inner, f"{name}.{key}" if name else str(key))
+    elif isinstance(value, list):
+        for n, inner in enumerate(value, 1):
+            if isinstance(inner, dict):  # a list item on one row: its fields as name value pairs
+                yield f"{name}.{n}", " ".join(f"{k} {v}" for k, v in inner.items())
+            else:
+                yield from _flattened(inner, f"{name}.{n}")
+    else:
+        yield name, value
+
+
 def _write_rows(fmt: str, columns: Sequence[str], rows: Iterable[Row], out: TextIO) -> None:
     write = writer(fmt, columns, out)
     for row in rows:
@@ -88,6 +114,11 @@ def _emit_parquet(
 
     with staged(out, "--out") as path:
         write_parquet(str(path), columns, types, rows)
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless there is one: ``1 cluster``, ``12 documents``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def rounded(x: float) -> float:
@@ -120,14 +151,38 @@ def written(path: str, option: str) -> Iterator[None]:
         raise OutputError(f"{option} {path}: {exc.strerror or exc}") from exc
 
 
+# The name of the file a write of ``NAME`` goes to before it is moved over ``NAME``: ``.NAME`` and
+# this, then the writing process's id.
+_STAGED = ".neardup-"
+
+
+def _remove_stale(target: Path) -> None:
+    """Delete the files that writes of ``target`` by processes that are gone left beside it (a
+    process killed with SIGKILL cannot delete its own)."""
+    for left in target.parent.glob(f".{glob.escape(target.name)}{_STAGED}*"):
+        pid = left.name.rsplit(_STAGED, 1)[1]
+        if not (pid.isascii() and pid.isdigit()) or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            left.unlink(missing_ok=True)
+        except (PermissionError, OverflowError):  # alive as someone else, or no process id at all
+            continue
+
+
 @contextmanager
 def staged(path: str, option: str) -> Iterator[Path]:
     """Where to write ``path``: for a regular file (or a new one), a file beside it, moved over it
     only when the block ends without an error, so nobody sees it half-written; else ``path``
-    itself (a pipe, a device). An OSError becomes an OutputError naming ``path``."""
+    itself (a pipe, a device). Files such writes left beside ``path`` when their process was
+    killed are deleted first. An OSError becomes an OutputError naming ``path``."""
     target = Path(path)
     beside = target.is_file() or not target.exists()
-    temporary = target.with_name(f".{target.name}.neardup-{os.getpid()}") if beside else target
+    if beside:
+        with suppress(OSError):  # a folder that cannot be listed is found out by the write
+            _remove_stale(target)
+    temporary = target.with_name(f".{target.name}{_STAGED}{os.getpid()}") if beside else target
     try:
         with written(path, option):
             yield temporary

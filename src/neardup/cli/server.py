@@ -41,7 +41,13 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
         help="changes-feed longpolls waiting at once, per worker process; more get 503 with Retry-After "
         f"(default {DEFAULT_MAX_LONGPOLLS}; a waiting one holds no thread and no database connection)",
     )
-    p.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=LOG_LEVELS,
+        help="the least severe of the server's log lines written to standard error (default info: "
+        "one line a request)",
+    )
     p.add_argument(
         "--log-format",
         default="text",
@@ -152,7 +158,7 @@ def _check_schema(url: str, schema: str) -> str:
 
 
 def _server_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=("status", "stop"))
+    p.add_argument("action", choices=("status", "stop"), help="whether it runs and where, or stop it now")
 
 
 @command("server", _server_options)

@@ -16,7 +16,9 @@ TOKEN_COLUMNS = ("id", "prefix", "scope", "collection", "name", "created_at", "l
 def _token_options(p: argparse.ArgumentParser) -> None:
     from neardup.credentials import ACCESS_LEVELS
 
-    p.add_argument("action", choices=("create", "list", "revoke"))
+    p.add_argument(
+        "action", choices=("create", "list", "revoke"), help="create a token, list them, or revoke one"
+    )
     p.add_argument("token", nargs="?", default="", help="revoke: the token's id or prefix")
     p.add_argument("--scope", choices=ACCESS_LEVELS, help="create: what it may do (required)")
     p.add_argument(

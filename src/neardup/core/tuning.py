@@ -9,8 +9,10 @@ not a property of any corpus):
 
 Both are normalised by the length of their interval. datasketch's tuner leaves them unnormalised
 (its issue #129), which weighs false positives t/(1-t) times more than asked: 4x at t = 0.8.
-P is a polynomial of degree b*r <= num_perm, so Gauss-Legendre quadrature with num_perm/2 + 1
-nodes integrates it exactly (up to rounding).
+The integrals have a closed form: with u = s^r, the integral of (1 - s^r)^b over [0, x] is
+(1/r) B(1/r, b + 1) I(x^r; 1/r, b + 1), I the regularised incomplete beta function, so each
+banding costs a few special-function calls whatever num_perm is (quadrature exact for the
+polynomial would take num_perm/2 + 1 nodes a banding: minutes to search num_perm = 8192).
 
 Those two means weigh the whole curve, and a pick that minimises them still misses pairs right at
 the threshold (P(t) is 0.86 for 30 x 4 at t = 0.5). A recall target R adds a constraint: the
@@ -19,10 +21,10 @@ is the mean of P over the bin weighted by where the pairs lie in it (``BinDensit
 pairs are not spread evenly: there are more of them the lower the similarity, so they bunch just
 above t, where P is lowest. Until a collection has pairs of its own the tuner takes a prior that
 falls linearly across the bin to PRIOR_TOP of its value at t (``prior_density``); its mean of P
-is a polynomial's integral, exact by the same quadrature. Once a collection has stored pairs in
-the bin, their similarities, each weighted by 1 / P(s) of the banding that found them (the pairs
-of that similarity it expects there, found or not: Horvitz and Thompson's estimator), are the
-density instead (``observed_density``).
+has a closed form of the same kind (the integral of s (1 - s^r)^b is B(2/r, b + 1)'s). Once a
+collection has stored pairs in the bin, their similarities, each weighted by 1 / P(s) of the
+banding that found them (the pairs of that similarity it expects there, found or not: Horvitz and
+Thompson's estimator), are the density instead (``observed_density``).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def candidate_probability(s: npt.ArrayLike, bands: int, rows: int) -> npt.NDArra
 
 
 def _s_curve(
-    s: npt.NDArray[np.float64], bands: int, rows: int | npt.NDArray[np.int64]
+    s: npt.NDArray[np.float64], bands: Bands, rows: int | npt.NDArray[np.int64]
 ) -> npt.NDArray[np.float64]:
     """1 - (1 - s^r)^b, computed as -expm1(b * log1p(-s^r)) to keep precision for small s^r."""
     with np.errstate(divide="ignore"):  # s = 1 gives log1p(-1) = -inf, and P = 1 as it should
@@ -75,12 +77,86 @@ def check_recall_target(recall: object) -> float:
     return float(recall)
 
 
+# A number of bands for every banding, or one for all of them.
+Bands = int | npt.NDArray[np.int64]
+
+
+def _integral_scale(bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """The integral of (1 - s^r)^b over [0, 1], (1/r) B(1/r, b + 1), for each b and r."""
+    from scipy import special  # here: sketching a text, which imports this module, needs none of it
+
+    r = np.asarray(rows, dtype=np.float64)
+    return np.asarray(np.exp(special.betaln(1.0 / r, bands + 1.0)) / r, dtype=np.float64)
+
+
+# Below this, s^r is a term of a series: the incomplete beta function's argument t^r underflows
+# (0.5^2000 is 0 in doubles), and there (1 - s^r)^b = 1 - b s^r to within (b s^r)^2.
+_SERIES_BELOW = 1e-12
+
+
+def _below(x: float, bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """The integral of (1 - s^r)^b over [0, x] for each b and r: (1/r) B(1/r, b + 1) I(x^r), or
+    where x^r is tiny, its series x - b x^(r+1) / (r + 1)."""
+    from scipy import special
+
+    r = np.asarray(rows, dtype=np.float64)
+    y = x**r
+    series = x - bands * x * y / (r + 1.0)
+    exact = _integral_scale(bands, rows) * special.betainc(1.0 / r, bands + 1.0, y)
+    return np.asarray(np.where(y < _SERIES_BELOW, series, exact), dtype=np.float64)
+
+
+def _above(x: float, bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """The integral of (1 - s^r)^b over [x, 1] for each b and r, by the incomplete beta
+    function's complement (accurate where it is small), or where x^r is tiny, the whole less
+    ``_below``'s series."""
+    from scipy import special
+
+    r = np.asarray(rows, dtype=np.float64)
+    y = x**r
+    whole = _integral_scale(bands, rows)
+    complement = np.asarray(special.betaincc(1.0 / r, bands + 1.0, y), dtype=np.float64)
+    series = whole - (x - bands * x * y / (r + 1.0))
+    return np.asarray(np.where(y < _SERIES_BELOW, series, whole * complement), dtype=np.float64)
+
+
+def _above_weighted(x: float, bands: Bands, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """The integral of s (1 - s^r)^b over [x, 1] for each b and r: with u = s^r it is
+    (1/r) B(2/r, b + 1) times the incomplete beta function's complement at x^r, or where x^r is
+    tiny, the whole less the series x^2/2 - b x^(r+2) / (r + 2)."""
+    from scipy import special
+
+    r = np.asarray(rows, dtype=np.float64)
+    y = x**r
+    whole = np.exp(special.betaln(2.0 / r, bands + 1.0)) / r
+    complement = special.betaincc(2.0 / r, bands + 1.0, y)
+    series = whole - (x * x / 2.0 - bands * x * x * y / (r + 2.0))
+    return np.asarray(np.where(y < _SERIES_BELOW, series, whole * complement), dtype=np.float64)
+
+
+def _linear_bin_recall(
+    low: float, high: float, top: float, bands: Bands, rows: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """Mean P over [low, high] under a density falling linearly to ``top`` of its value at
+    ``low``, in closed form: 1 less the mean of (1 - s^r)^b, the density being a + c s."""
+    width = high - low
+    scale = 2.0 / ((1.0 + top) * width)  # the density at low, integrating to 1 over the bin
+    slope = -scale * (1.0 - top) / width
+    a = scale - slope * low
+    missed = a * (_above(low, bands, rows) - _above(high, bands, rows)) + slope * (
+        _above_weighted(low, bands, rows) - _above_weighted(high, bands, rows)
+    )
+    return np.asarray(1.0 - missed, dtype=np.float64)
+
+
 # Where the prior puts the pairs of the threshold's bin: a density falling linearly across it, at
 # the bin's top this share of its value at t. Measured on Debian package descriptions and on
 # make_corpus.py's synthetic corpus (bench/bench_pair_density.py), the pairs of a bin fall towards
 # its top in most bins, the steepest as if to about 0.4 of their density at t; the prior is
 # steeper than any bin measured, so that a corpus more bunched than those is still covered.
 PRIOR_TOP = 0.2
+# Quadrature nodes of a prior's points and weights (its recall itself is in closed form).
+PRIOR_NODES = 64
 # Stored pairs in the threshold's bin from which a collection's own density is trusted over the
 # prior: with fewer, a few pairs' similarities would set the estimate.
 OWN_DENSITY_MIN_PAIRS = 100
@@ -100,10 +176,16 @@ class BinDensity:
     top: float | None = PRIOR_TOP
     """For a prior, its density at the bin's top as a share of its density at t (None: observed)."""
 
-    def recall(self, bands: int, rows: int | npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """Expected recall of the bin's pairs for b bands and each r in ``rows``: the mean of P."""
+    def recall(self, bands: Bands, rows: int | npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """Expected recall of the bin's pairs for each b bands (one for all, or one each) and r in
+        ``rows``: the mean of P (for a prior in closed form, whatever b * r is)."""
         r = np.atleast_1d(np.asarray(rows, dtype=np.int64))
-        return np.asarray(self.weights @ _s_curve(self.points[:, None], bands, r), dtype=np.float64)
+        low, high = _bin_edges(self.threshold)
+        if self.top is not None:
+            if high <= low:  # at t = 1 the bin is the point 1, where P = 1
+                return np.ones(r.shape)
+            return _linear_bin_recall(low, high, self.top, bands, r)
+        return np.asarray(np.dot(self.weights, _s_curve(self.points[:, None], bands, r)), dtype=np.float64)
 
     def describe(self) -> str:
         """Words for people: which density this is."""
@@ -121,16 +203,17 @@ def _bin_edges(threshold: float) -> tuple[float, float]:
 @lru_cache(maxsize=64)
 def prior_density(threshold: float, num_perm: int = 128, top: float = PRIOR_TOP) -> BinDensity:
     """The density before a collection has pairs: linear across [t, t + THRESHOLD_BIN), ``top``
-    of its value at t at the bin's top (1: even), as Gauss-Legendre nodes and weights exact for P
-    of any b*r <= num_perm (a polynomial of degree b*r times a linear density); at t = 1 the bin
-    is the point 1. A modelling choice, not a property of any corpus (see PRIOR_TOP)."""
+    of its value at t at the bin's top (1: even); at t = 1 the bin is the point 1. Its ``recall``
+    is in closed form; its points and weights (Gauss-Legendre, exact for polynomials of degree
+    below ``PRIOR_NODES`` times the density) are for other means over it. A modelling choice, not
+    a property of any corpus (see PRIOR_TOP). ``num_perm`` is kept for callers that name it."""
     check_threshold(threshold)
     if not 0.0 <= top <= 1.0:
         raise ParamsError(f"a prior's density at the bin's top must be in [0, 1] of that at t, got {top!r}")
     low, high = _bin_edges(threshold)
     if high <= low:
         return BinDensity(threshold, np.ones(1), np.ones(1), 0, top)
-    nodes, weights = _legendre(num_perm // 2 + 2)
+    nodes, weights = _legendre(PRIOR_NODES)
     x = (nodes + 1.0) / 2.0  # onto [0, 1]
     density = 2.0 * (1.0 - (1.0 - top) * x) / (1.0 + top)  # integrates to 1 over [0, 1]
     return BinDensity(threshold, low + (high - low) * x, weights / 2.0 * density, 0, top)
@@ -184,16 +267,15 @@ def _legendre(n_nodes: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.flo
 
 
 def _rates(
-    threshold: float, bands: int, rows: npt.NDArray[np.int64], num_perm: int
+    threshold: float, bands: Bands, rows: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """(FP, FN) for b bands and each r in ``rows``, by quadrature exact for degree <= num_perm."""
-    nodes, weights = _legendre(num_perm // 2 + 1)
-    below = threshold / 2.0 * (nodes + 1.0)  # nodes mapped onto [0, t]
-    above = threshold + (1.0 - threshold) / 2.0 * (nodes + 1.0)  # and onto [t, 1]
-    p_below = _s_curve(below[:, None], bands, rows)
-    p_above = _s_curve(above[:, None], bands, rows)
-    # The mean of f over [lo, hi] is (1/2) * sum(w_i * f(x_i)) once the nodes are mapped onto it.
-    return weights @ p_below / 2.0, weights @ (1.0 - p_above) / 2.0
+    """(FP, FN) for each b bands of r rows, in closed form (the module's docstring)."""
+
+    r = np.asarray(rows, dtype=np.float64)
+    fp = 1.0 - _below(threshold, bands, rows) / threshold  # the mean of P = 1 - (1 - s^r)^b over [0, t]
+    if threshold >= 1.0:  # [t, 1] is the point 1, where P = 1: nothing is missed
+        return fp, np.zeros(r.shape)
+    return fp, _above(threshold, bands, rows) / (1.0 - threshold)
 
 
 def check_threshold(threshold: object) -> float:
@@ -224,7 +306,7 @@ def evaluate_banding(threshold: float, bands: int, rows: int, num_perm: int | No
     check_threshold(threshold)
     num_perm = bands * rows if num_perm is None else num_perm
     check_banding(bands, rows, num_perm)
-    fps, fns = _rates(threshold, bands, np.array([rows]), bands * rows)
+    fps, fns = _rates(threshold, bands, np.array([rows]))
     return Banding(bands, rows, num_perm, float(threshold), float(fps[0]), float(fns[0]))
 
 
@@ -335,25 +417,26 @@ def optimal_params(
         raise ParamsError(f"the bin's density is for threshold {density.threshold:g}, not {threshold:g}")
     placed = prior_density(float(threshold), int(num_perm)) if density is None else density
     wp, wn = fp_weight / total, fn_weight / total
+    # Every banding at once: b bands of r rows, b * r <= num_perm (== with use_all_permutations).
+    bands = np.concatenate([np.full(num_perm // b, b) for b in range(1, num_perm + 1)])
+    rows = np.concatenate([np.arange(1, num_perm // b + 1) for b in range(1, num_perm + 1)])
+    if use_all_permutations:
+        bands, rows = bands[bands * rows == num_perm], rows[bands * rows == num_perm]
+    fps, fns = _rates(threshold, bands, rows)
+    # How far each falls short of the target (0 for all when there is none, or when it is met).
+    shorts = (
+        np.zeros(rows.size)
+        if recall_at_threshold is None
+        else np.maximum(0.0, recall_at_threshold - placed.recall(bands, rows))
+    )
     best: tuple[float, float, int, int, int, float, float] | None = None
-    for b in range(1, num_perm + 1):
-        rs = np.arange(1, num_perm // b + 1)
-        if use_all_permutations:
-            rs = rs[b * rs == num_perm]
-        if rs.size == 0:
-            continue
-        fps, fns = _rates(threshold, b, rs, int(num_perm))
-        # How far each falls short of the target (0 for all when there is none, or when it is met).
-        shorts = (
-            np.zeros(rs.size)
-            if recall_at_threshold is None
-            else np.maximum(0.0, recall_at_threshold - placed.recall(b, rs))
-        )
-        for r, fp, fn, short in zip(rs.tolist(), fps.tolist(), fns.tolist(), shorts.tolist(), strict=True):
-            # Rounded so that float noise cannot break a real tie.
-            key = (round(short, 12), round(wp * fp + wn * fn, 12), -(b * r), b, r, fp, fn)
-            if best is None or key[:4] < best[:4]:
-                best = key
+    for b, r, fp, fn, short in zip(
+        bands.tolist(), rows.tolist(), fps.tolist(), fns.tolist(), shorts.tolist(), strict=True
+    ):
+        # Rounded so that float noise cannot break a real tie.
+        key = (round(short, 12), round(wp * fp + wn * fn, 12), -(b * r), b, r, fp, fn)
+        if best is None or key[:4] < best[:4]:
+            best = key
     if best is None:  # b = num_perm, r = 1 is always a candidate
         raise InternalError(f"no banding considered for num_perm = {num_perm}")
     _, _, _, b, r, fp, fn = best

@@ -11,7 +11,7 @@ from fastapi.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from neardup import __version__
-from neardup.service import docs, logs, problems, review, routes
+from neardup.service import docs, home, logs, problems, review, routes
 from neardup.service.arenas import cap_arenas, fix_mmap_threshold
 from neardup.service.auth import context
 from neardup.service.bodies import BodyTooLargeError, read_body, replay
@@ -62,6 +62,18 @@ async def _no_body() -> Message:
     return {"type": "http.disconnect"}
 
 
+# The API's areas, in the order /docs lists them; every route is tagged with one.
+API_AREAS = [
+    {"name": "collections", "description": "Create, list, read and drop collections."},
+    {"name": "documents", "description": "Add, read and remove documents (a request is one transaction)."},
+    {"name": "queries", "description": "Stored near-duplicates of a text (query) or of records (check)."},
+    {"name": "listings", "description": "Every pair and every cluster, a page at a time or as NDJSON."},
+    {"name": "changes", "description": "The changes feed: writes numbered in commit order."},
+    {"name": "labels", "description": "People's verdicts on pairs."},
+    {"name": "health", "description": "Whether the database answers (no token needed)."},
+]
+
+
 def create_app(settings: Settings) -> FastAPI:
     """The service for one database (every collection of its schema)."""
     cap_arenas()  # before the request threads exist: each would take an arena of its own
@@ -79,6 +91,7 @@ def create_app(settings: Settings) -> FastAPI:
         version=__version__,
         summary="Near-duplicate documents in PostgreSQL: add, query, check, list pairs and clusters.",
         lifespan=lifespan,
+        openapi_tags=API_AREAS,
         docs_url=None,
         redoc_url=None,
     )
@@ -88,6 +101,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(routes.router)
     app.include_router(review.router)
     app.include_router(docs.router)
+    app.include_router(home.router)
     app.add_middleware(FastQuery, ctx=ctx)  # inside the body limit: added first, it wraps less
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
 
@@ -98,7 +112,7 @@ def create_app(settings: Settings) -> FastAPI:
         figures are read."""
         return Response(context(request).metrics.exposition(), media_type=CONTENT_TYPE)
 
-    known = [r for router in (routes.router, review.router, docs.router) for r in router.routes]
+    known = [r for router in (routes.router, review.router, docs.router, home.router) for r in router.routes]
     known += [r for r in app.routes if isinstance(getattr(r, "path", None), str)]
     # Outermost: every request gets its id before anything can answer it, and is counted.
     app.add_middleware(RequestLog, metrics=ctx.metrics, routes=known, log_lines=settings.log_format == "json")

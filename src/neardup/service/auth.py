@@ -41,7 +41,8 @@ class Principal:
         """Refuse (403) what this token may not do on ``collection`` (None: no one collection; a
         listing of collections shows a limited token only its own)."""
         if not allows(self.access, needed):
-            raise ProblemError(403, f"this needs a {needed} token; this one is {self.access}")
+            article = "an" if needed[0] in "aeiou" else "a"
+            raise ProblemError(403, f"this needs {article} {needed} token; this one is {self.access}")
         if self.collection is not None and collection is not None and collection != self.collection:
             raise ProblemError(403, f"this token is limited to collection {self.collection!r}")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from neardup.config import CREATE_PARAMETERS, Parameter
 
@@ -43,7 +43,7 @@ def _field(parameter: Parameter) -> tuple[Any, Any]:
     if parameter.low is not None:
         checks["gt" if parameter.low_open else "ge"] = parameter.low
     if parameter.high is not None:
-        checks["le"] = parameter.high
+        checks["lt" if parameter.high_open else "le"] = parameter.high
     described = f"{parameter.help} (unset: {parameter.unset})" if parameter.unset else parameter.help
     return kind, Field(parameter.default, description=described, **checks)
 
@@ -114,20 +114,41 @@ class Document(BaseModel):
 
 
 class Query(Strict):
-    """A text to look up."""
+    """A text to look up. Numbers are JSON numbers (``true`` is no count, ``"5"`` no number), as
+    the library takes them."""
 
-    text: str = Field(max_length=10_000_000)
-    min_jaccard: float | None = Field(None, ge=0.0, le=1.0)
-    limit: int | None = Field(None, ge=1, le=100_000, description="at most this many matches (unset: all)")
+    text: str = Field(max_length=10_000_000, strict=True)
+    min_jaccard: float | None = Field(None, ge=0.0, le=1.0, strict=True)
+    limit: int | None = Field(
+        None, ge=1, le=100_000, strict=True, description="at most this many matches (unset: all)"
+    )
     top_k: int | None = Field(
-        None, ge=1, le=100_000, description="the k nearest stored documents (a collection with neighbours)"
+        None,
+        ge=1,
+        le=100_000,
+        strict=True,
+        description="the k nearest stored documents (a collection with neighbours)",
     )
     min_containment: float | None = Field(
-        None, gt=0.0, le=1.0, description="stored documents containing at least this share of the text"
+        None,
+        gt=0.0,
+        le=1.0,
+        strict=True,
+        description="stored documents containing at least this share of the text",
     )
     direction: Literal["contains", "within"] = Field(
-        "contains", description="within: stored documents the text contains at least min_containment of"
+        "contains",
+        description="within: stored documents the text contains at least min_containment of (needs "
+        "min_containment)",
     )
+
+    @model_validator(mode="after")
+    def _within_needs_a_share(self) -> Query:
+        if self.direction == "within" and self.min_containment is None:
+            raise ValueError(
+                "direction 'within' goes with min_containment (as --within with --min-containment)"
+            )
+        return self
 
 
 class Match(BaseModel):

@@ -95,10 +95,18 @@ class ProblemError(Exception):
         if self.status == 503:
             headers = {"Retry-After": str(RETRY_AFTER_SECONDS), **(headers or {})}
         if request is not None and html.wants_html(request):
-            error = html.page(request, "error.html", self.status, problem=body)
+            error = html.page(request, "error.html", self.status, problem=body, **_reviewer(request))
             error.headers.update(headers or {})
             return error
         return JSONResponse(body, status_code=self.status, media_type=MEDIA_TYPE, headers=headers)
+
+
+def _reviewer(request: Request) -> dict[str, Any]:
+    """``who`` of the review session a browser's error page belongs to (the review pages' access
+    check leaves it on the request), so that the page keeps its Log out button; nothing when the
+    error came before the session was known."""
+    who = getattr(request.state, "reviewer", None)
+    return {"who": who} if who is not None else {}
 
 
 def from_error(exc: NeardupError) -> ProblemError:

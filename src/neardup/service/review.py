@@ -31,6 +31,11 @@ LOGIN_CSRF_COOKIE = "nd_login_csrf"
 CLUSTERS_PER_PAGE, IDS_SHOWN = 25, 6
 # Members and pairs listed on a cluster's page; pairs a page of the pairs list.
 MEMBERS_SHOWN, PAIRS_SHOWN, PAIRS_PER_PAGE = 200, 200, 50
+# Matches the pasted-text search shows.
+SEARCH_MATCHES = 100
+# Characters of each member's text compared with the representative's on a cluster's page, and
+# of the words shown where they part.
+OPENING_CHARS, PARTING_CHARS = 20_000, 60
 Similarity = Annotated[float, Query(ge=0.0, le=1.0)]
 LabelFilter = Literal["all", "unlabelled", "labelled", "duplicate", "not_duplicate"]
 
@@ -82,6 +87,7 @@ def reviewer(needed: str) -> Any:
                     )
                 raise ProblemError(401, "log in again: the session is unknown or expired")
             who = found
+        request.state.reviewer = who  # an error page of this request keeps the session's Log out
         who.require(needed, request.path_params.get("collection"))
         return who
 
@@ -223,7 +229,9 @@ def cluster_page(
     if not members:
         raise ProblemError(404, f"no cluster {cluster} in collection {here.name!r}")
     pairs = here.cluster_pairs(cluster, PAIRS_SHOWN + 1)[:PAIRS_SHOWN]
-    ids = [m for m, _ in members[:MEMBERS_SHOWN]] + [x for a, b, _, _ in pairs for x in (a, b)]
+    shown = [m for m, _ in members[:MEMBERS_SHOWN]]
+    representative = here.cluster_representative(cluster)
+    ids = shown + [x for a, b, _, _ in pairs for x in (a, b)] + [representative or ""]
     return _page(
         request,
         "cluster.html",
@@ -232,12 +240,46 @@ def cluster_page(
         cluster=cluster,
         dense=here.dense_size(cluster),
         members=members[:MEMBERS_SHOWN],
+        representative=representative,
+        parting=_parting(here.openings([*shown, representative or ""], OPENING_CHARS), representative),
         more_members=len(members) > MEMBERS_SHOWN,
         pairs=pairs,
         more_pairs=len(pairs) >= PAIRS_SHOWN,
         labels=here.labels_of([(a, b) for a, b, _, _ in pairs]),
         titles=here.titles(ids),
     )
+
+
+def _parting(openings: dict[str, str], representative: str | None) -> dict[str, str]:
+    """For each member with a stored text, how it differs from the representative's, in a few
+    words: the same text, where it stops or goes on, or the words where it first parts from it
+    (near-copies share their opening, so their titles alone tell them apart poorly)."""
+    kept = openings.get(representative or "")
+    if kept is None:
+        return {}
+    out: dict[str, str] = {}
+    for doc_id, text in openings.items():
+        if doc_id == representative:
+            continue
+        same = next(
+            (i for i, (x, y) in enumerate(zip(text, kept, strict=False)) if x != y), min(len(text), len(kept))
+        )
+        start = text.rfind(" ", 0, same) + 1  # from the word it parts in
+        if text == kept:
+            out[doc_id] = "the same text"
+        elif same == len(text):
+            tail = " ".join(text[-PARTING_CHARS:].split())
+            out[doc_id] = f"stops at “…{tail}”, where the representative goes on"
+        elif same == len(kept):
+            out[doc_id] = f"goes on: “{_snippet(text, start)}”"
+        else:
+            out[doc_id] = f"parts from it at “{_snippet(text, start)}”"
+    return out
+
+
+def _snippet(text: str, start: int) -> str:
+    words = " ".join(text[start : start + PARTING_CHARS].split())
+    return words + ("…" if start + PARTING_CHARS < len(text) else "")
 
 
 def _pair_view(db: Database, here: Review, doc_a: DocumentRow, doc_b: DocumentRow) -> dict[str, Any]:
@@ -451,9 +493,23 @@ def search(
     who: Annotated[Principal, Depends(reviewer("read"))],
     csrf: Annotated[str, Form()] = "",
 ) -> HTMLResponse:
-    """Paste a text: the stored documents similar to it, best first."""
+    """Paste a text: the stored documents similar to it, best first; in a collection that keeps
+    its neighbours, the nearest ones down to its neighbour floor, below the threshold too."""
     _check_csrf(who, csrf)
     with context(request).indexes.index(collection) as index:
-        hits = index.query(text, limit=100)
+        nearest = index.params.neighbours
+        hits = index.query(text, k=SEARCH_MATCHES) if nearest else index.query(text, limit=SEARCH_MATCHES)
+        floor, threshold = index.params.neighbour_floor, index.threshold
     titles = context(request).db.review(collection).titles([doc_id for doc_id, _ in hits])
-    return _page(request, "matches.html", who=who, name=collection, text=text, matches=hits, titles=titles)
+    return _page(
+        request,
+        "matches.html",
+        who=who,
+        name=collection,
+        text=text,
+        matches=hits,
+        titles=titles,
+        nearest=nearest,
+        floor=floor,
+        threshold=threshold,
+    )

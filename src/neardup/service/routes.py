@@ -165,7 +165,9 @@ def healthz(request: Request) -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/v1/collections", response_model=models.CollectionList, responses=_PROBLEMS)
+@router.get(
+    "/v1/collections", response_model=models.CollectionList, responses=_PROBLEMS, tags=["collections"]
+)
 def list_collections(request: Request, who: Read) -> dict[str, Any]:
     """The collections this token may read."""
     rows = context(request).db.collections(counts=False)
@@ -178,7 +180,13 @@ def list_collections(request: Request, who: Read) -> dict[str, Any]:
     }
 
 
-@router.post("/v1/collections", status_code=201, response_model=models.CollectionInfo, responses=_PROBLEMS)
+@router.post(
+    "/v1/collections",
+    status_code=201,
+    response_model=models.CollectionInfo,
+    responses=_PROBLEMS,
+    tags=["collections"],
+)
 def create_collection(request: Request, body: models.NewCollection, who: Admin) -> dict[str, Any]:
     """Create a collection with the parameters of ``neardup init`` (admin)."""
     who.require("admin", body.name)
@@ -192,7 +200,9 @@ def create_collection(request: Request, body: models.NewCollection, who: Admin) 
         }
 
 
-@router.get("/v1/collections/{name}", response_model=models.CollectionInfo, responses=_PROBLEMS)
+@router.get(
+    "/v1/collections/{name}", response_model=models.CollectionInfo, responses=_PROBLEMS, tags=["collections"]
+)
 def get_collection(request: Request, name: str, who: Read) -> dict[str, Any]:
     """A collection's parameters and counts."""
     with context(request).indexes.index(name) as index:
@@ -206,7 +216,7 @@ def get_collection(request: Request, name: str, who: Read) -> dict[str, Any]:
         "stats": {
             "documents": s.documents,
             "contents": s.contents,
-            "pairs": s.pairs,
+            "text_pairs": s.pairs,
             "identical_pairs": s.identical_pairs,
             "document_pairs": s.document_pairs,
             "clusters": s.clusters,
@@ -226,7 +236,7 @@ def get_collection(request: Request, name: str, who: Read) -> dict[str, Any]:
     }
 
 
-@router.delete("/v1/collections/{name}", status_code=204, responses=_PROBLEMS)
+@router.delete("/v1/collections/{name}", status_code=204, responses=_PROBLEMS, tags=["collections"])
 def drop_collection(request: Request, name: str, who: Admin) -> Response:
     """Drop a collection with everything in it (admin)."""
     ctx = context(request)
@@ -246,6 +256,7 @@ def drop_collection(request: Request, name: str, who: Admin) -> Response:
     response_model=models.AddSummary,
     responses=_PROBLEMS,
     openapi_extra=models.DOCUMENTS_BODY,
+    tags=["documents"],
 )
 async def add_documents(request: Request, name: str, who: Write) -> dict[str, int]:
     """Add or replace documents, all or nothing: a bad record stores nothing of the request."""
@@ -269,7 +280,10 @@ async def add_documents(request: Request, name: str, who: Write) -> dict[str, in
 
 
 @router.get(
-    "/v1/collections/{name}/documents/{doc_id:path}", response_model=models.Document, responses=_PROBLEMS
+    "/v1/collections/{name}/documents/{doc_id:path}",
+    response_model=models.Document,
+    responses=_PROBLEMS,
+    tags=["documents"],
 )
 def get_document(request: Request, name: str, doc_id: str, who: Read) -> dict[str, Any]:
     """A document's text, metadata, cluster and near-duplicates."""
@@ -288,7 +302,9 @@ def get_document(request: Request, name: str, doc_id: str, who: Read) -> dict[st
     }
 
 
-@router.delete("/v1/collections/{name}/documents/{doc_id:path}", status_code=204, responses=_PROBLEMS)
+@router.delete(
+    "/v1/collections/{name}/documents/{doc_id:path}", status_code=204, responses=_PROBLEMS, tags=["documents"]
+)
 def delete_document(request: Request, name: str, doc_id: str, who: Write) -> Response:
     """Remove a document with its pairs."""
     _text_ok(doc_id, "the id", stored=True)
@@ -309,6 +325,7 @@ def delete_document(request: Request, name: str, doc_id: str, who: Write) -> Res
     response_model=models.Matches,
     responses=_PROBLEMS,
     openapi_extra=models.QUERY_BODY,
+    tags=["queries"],
 )
 async def query(request: Request, name: str, who: Read) -> Response:
     """Stored documents similar to a text, best first."""
@@ -344,6 +361,7 @@ async def query(request: Request, name: str, who: Read) -> Response:
     response_model=models.CheckResults,
     responses=_PROBLEMS,
     openapi_extra=models.DOCUMENTS_BODY,
+    tags=["queries"],
 )
 async def check(
     request: Request,
@@ -357,6 +375,10 @@ async def check(
 ) -> dict[str, Any]:
     """Each document's stored near-duplicates, in input order; nothing is stored. With top_k or
     min_containment (a collection with neighbours), the query's answers to them instead."""
+    if direction == "within" and min_containment is None:
+        detail = "direction 'within' goes with min_containment (as --within with --min-containment)"
+        where = {"location": ["query", "direction"], "detail": detail}
+        raise ProblemError(422, detail, extra={"errors": [where]})
     body = await request.body()
     ctx = context(request)
 
@@ -397,7 +419,9 @@ _LISTING = {
 }
 
 
-@router.get("/v1/collections/{name}/pairs", response_model=models.PairPage, responses=_LISTING)
+@router.get(
+    "/v1/collections/{name}/pairs", response_model=models.PairPage, responses=_LISTING, tags=["listings"]
+)
 def list_pairs(
     request: Request,
     name: str,
@@ -425,7 +449,12 @@ def list_pairs(
     }
 
 
-@router.get("/v1/collections/{name}/clusters", response_model=models.ClusterPage, responses=_LISTING)
+@router.get(
+    "/v1/collections/{name}/clusters",
+    response_model=models.ClusterPage,
+    responses=_LISTING,
+    tags=["listings"],
+)
 def list_clusters(
     request: Request,
     name: str,
@@ -509,6 +538,7 @@ DEFAULT_LONGPOLL_MS, MAX_LONGPOLL_MS = 30_000, 60_000
         409: {"description": "the collection keeps no changes feed", "content": {MEDIA_TYPE: {}}},
         410: {"description": "changes after 'since' are no longer kept", "content": {MEDIA_TYPE: {}}},
     },
+    tags=["changes"],
 )
 async def list_changes(
     request: Request,
@@ -535,7 +565,7 @@ async def list_changes(
 # -- labels ---------------------------------------------------------------------------------------
 
 
-@router.post("/v1/collections/{name}/labels", status_code=204, responses=_PROBLEMS)
+@router.post("/v1/collections/{name}/labels", status_code=204, responses=_PROBLEMS, tags=["labels"])
 def put_label(request: Request, name: str, body: models.NewLabel, who: Write) -> Response:
     """Label a pair "duplicate" or "not_duplicate", with an optional note (replacing an earlier label)."""
     for value, what in ((body.id_a, "'id_a'"), (body.id_b, "'id_b'"), (body.note, "'note'")):
@@ -544,7 +574,9 @@ def put_label(request: Request, name: str, body: models.NewLabel, who: Write) ->
     return Response(status_code=204)
 
 
-@router.get("/v1/collections/{name}/labels", response_model=models.Labels, responses=_PROBLEMS)
+@router.get(
+    "/v1/collections/{name}/labels", response_model=models.Labels, responses=_PROBLEMS, tags=["labels"]
+)
 def get_labels(request: Request, name: str, who: Read) -> JSONResponse:
     """Every label of the collection, with each pair's current similarity."""
     db = context(request).db

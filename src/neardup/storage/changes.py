@@ -381,7 +381,8 @@ ORDER BY x.seq
 
 
 def page(scope: Scope, name: str, since: int, limit: int) -> ChangesPage:
-    """Up to ``limit`` changes numbered after ``since``, read in one statement (one snapshot).
+    """Up to ``limit`` changes numbered after ``since``, read in one statement (one snapshot);
+    ``since`` 0 asks for every change kept, from the oldest (a consumer that has seen none).
     ChangesGoneError when changes after ``since`` are no longer kept; ChangesFeedError when the
     collection keeps no feed."""
     rows = scope.conn.execute(
@@ -395,7 +396,9 @@ def page(scope: Scope, name: str, since: int, limit: int) -> ChangesPage:
             f"collection {name!r} keeps no changes feed: turn it on with `neardup changes-feed on` "
             "(or create it with --changes-feed)"
         )
-    if since < first:
+    if since == 0:  # no change is numbered 0: a new consumer, which gets every change kept
+        since = first
+    elif since < first:
         raise ChangesGoneError(
             f"the changes of {name!r} after {since} are no longer all kept (the feed answers from "
             f"since={first}): list the collection again and follow from since={last}"

@@ -275,15 +275,16 @@ def embedded_database(data_dir: Path | None = None, idle_timeout: float | None =
     timeout = configured_idle_timeout() if idle_timeout is None else idle_timeout
     data_dir = (data_dir if data_dir is not None else default_data_dir()).resolve()
     if os.geteuid() == 0:
-        log.info(
-            "running as root: the embedded PostgreSQL runs as user 'nobody' with its data in %s", data_dir
-        )
         _make_dirs(data_dir.parent, 0o755)  # 'nobody' must traverse it; existing directories are left alone
     else:
         data_dir.parent.mkdir(parents=True, exist_ok=True)
     paths = _Paths.of(data_dir)
     with _flock(paths.start_lock, fcntl.LOCK_EX):
         server = LocalServer(data_dir, durable=True).start()
+        if os.geteuid() == 0 and server.started:  # said once a start, not by every command after it
+            log.info(
+                "running as root: the embedded PostgreSQL runs as user 'nobody' with its data in %s", data_dir
+            )
         users_fd = -1
         try:
             users_fd = _locked(paths.users_lock, fcntl.LOCK_SH)

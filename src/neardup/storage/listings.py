@@ -63,16 +63,15 @@ def pairs(
 
 
 def clusters(url: str, where: Scope, doing: str) -> Iterator[tuple[int, str, bool, bool]]:
-    """(cluster, id, representative, dense) of every document in a cluster of two or more, clusters
-    in the order of their smallest id, ids sorted within; the cluster is its stored, lasting id, and
-    dense says it is one of ``dense_clusters`` (its stored pairs a connecting subset)."""
+    """(cluster, id, representative, dense) of every document in a cluster of two or more, by
+    cluster (its stored, lasting id: the oldest first), ids sorted within; dense says it is one of
+    ``dense_clusters`` (its stored pairs a connecting subset)."""
     yield from _stream(
         url,
         where,
         doing,
-        "SELECT x.cluster, x.id, x.representative, k.cluster IS NOT NULL FROM (SELECT cluster, id, "
-        "representative, min(id) OVER (PARTITION BY cluster) AS first FROM {s}.cluster_list "
-        "WHERE collection_id = %(c)s) x LEFT JOIN (SELECT cluster FROM {s}.dense_clusters "
-        "WHERE collection_id = %(c)s) k ON k.cluster = x.cluster ORDER BY x.first, x.id",
+        "SELECT x.cluster, x.id, x.representative, k.cluster IS NOT NULL FROM {s}.cluster_list x "
+        "LEFT JOIN (SELECT cluster FROM {s}.dense_clusters WHERE collection_id = %(c)s) k "
+        "ON k.cluster = x.cluster WHERE x.collection_id = %(c)s ORDER BY x.cluster, x.id",
         {"c": where.collection_id},
     )

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from psycopg import sql
 
-from neardup.errors import DatabaseError, SchemaError
+from neardup.errors import DatabaseError, ParamsError, SchemaError
 from neardup.storage.connect import Connection, connect, redacted, sqlalchemy_url, translated
 from neardup.storage.names import DEFAULT_SCHEMA, VERSION_TABLE, check_schema_name
 
@@ -121,3 +121,61 @@ def require_head(conn: Connection, schema: str = DEFAULT_SCHEMA) -> None:
             f"schema {schema!r} is at revision {current or 'none'}, this neardup needs {head}: "
             "run `neardup db upgrade`"
         )
+
+
+def downgrade_steps(current: str | None, target: str) -> tuple[str, list[tuple[str, str]]]:
+    """The revision a downgrade from ``current`` to ``target`` ends at (``base`` or an id), and the
+    migrations it undoes, newest first, each as (revision, the first sentence of what it added,
+    which its downgrade drops); ``target`` is a revision, ``base`` or ``-N`` (N steps down).
+    ParamsError for a target that is no revision below ``current``."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(_config(DEFAULT_SCHEMA))
+    chain = list(script.iterate_revisions(current, "base")) if current else []
+    ids = [s.revision for s in chain]
+    if target == "base":
+        undone = chain
+    elif target.startswith("-") and target[1:].isascii() and target[1:].isdigit():
+        undone = chain[: int(target[1:])]
+        if len(undone) < int(target[1:]):
+            raise ParamsError(
+                f"schema is at {current or 'no revision'}: it cannot go {target[1:]} revisions down"
+            )
+    elif target in ids:
+        undone = chain[: ids.index(target)]
+    else:
+        below = ", ".join(ids[1:]) or "none"
+        raise ParamsError(
+            f"{target!r} is no revision below the schema's {current or 'none'} (below it: {below}; or base)"
+        )
+    below = ids[len(undone)] if len(undone) < len(ids) else "base"
+    return below, [(s.revision, _first_line(s.module.__doc__)) for s in undone]
+
+
+def _first_line(doc: str | None) -> str:
+    """The first sentence of a docstring, on one line."""
+    text = " ".join((doc or "").split("\n\n")[0].split()).split(". ")[0].rstrip(".")
+    if len(text) > _TITLE_CHARACTERS:
+        text = text[: _TITLE_CHARACTERS - 3].rsplit(" ", 1)[0] + " ..."
+    return text or "(no description)"
+
+
+# The most of a migration's description a downgrade's message shows.
+_TITLE_CHARACTERS = 100
+
+
+def documents_by_collection(conn: Connection, schema: str = DEFAULT_SCHEMA) -> list[tuple[str, int]]:
+    """Each collection of the schema with its number of documents, by name, read with the columns
+    every revision has (so that a schema at any revision can say what a downgrade would drop);
+    none when the schema was never migrated."""
+    if revision_on(conn, schema) is None:
+        return []
+    s = sql.Identifier(check_schema_name(schema))
+    with translated(f"counting the documents of schema {schema!r}"):
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT c.name, (SELECT count(*) FROM {s}.documents d "
+                "WHERE d.collection_id = c.collection_id) FROM {s}.collections c ORDER BY c.name"
+            ).format(s=s)
+        ).fetchall()
+    return [(str(r[0]), int(r[1])) for r in rows]

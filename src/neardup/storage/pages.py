@@ -114,6 +114,34 @@ def dense_size(scope: Scope, cluster: int) -> int | None:
     return None if row is None else int(row[0])
 
 
+def cluster_representative(scope: Scope, cluster: int) -> str | None:
+    """The id of the document the collection's keep policy keeps of one cluster, or None."""
+    with translated(f"reading the representative of cluster {cluster}"):
+        row = scope.conn.execute(
+            scope.sql(
+                "SELECT id FROM {s}.cluster_list WHERE collection_id = %s AND cluster = %s AND representative"
+            ),
+            (scope.collection_id, cluster),
+        ).fetchone()
+    return str(row[0]) if row else None
+
+
+def openings(scope: Scope, ids: list[str], chars: int) -> dict[str, str]:
+    """The first ``chars`` characters of the text of each of ``ids`` that is a stored document
+    with a stored text, by id."""
+    if not ids:
+        return {}
+    with translated("reading documents' texts"):
+        rows = scope.conn.execute(
+            scope.sql(
+                "SELECT external_id, left(text, %s) FROM {documents_p} "
+                "WHERE external_id = ANY(%s) AND text IS NOT NULL"
+            ),
+            (chars, sorted(set(ids))),
+        ).fetchall()
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
 def cluster_pairs(scope: Scope, cluster: int, limit: int) -> list[tuple[str, str, float, str]]:
     """Up to ``limit`` pairs (id_a, id_b, similarity, method) within one cluster, most similar first."""
     with translated(f"reading the pairs of cluster {cluster}"):

@@ -190,6 +190,11 @@ class LocalServer:
         self._bin_dir = value
 
     @property
+    def started(self) -> bool:
+        """Whether this instance started the server (rather than attaching to one running)."""
+        return self._started
+
+    @property
     def url(self) -> str:
         """The server's SQLAlchemy URL: postgresql+psycopg://postgres@/postgres?host=<socket dir>."""
         if self.socket_dir is None:
