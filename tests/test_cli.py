@@ -221,7 +221,7 @@ def test_db_upgrade_current_downgrade(database_url: str, capsys: pytest.CaptureF
         # A downgrade needs --yes: without it, it says what it would undo and changes nothing.
         assert main([*base, "db", "downgrade", "--revision", "0001"]) == 1
         err = capsys.readouterr().err
-        assert "undoes 10 migrations" in err
+        assert f"undoes {int(migrate.head_revision()) - 1} migrations" in err
         assert "0003, The service's tables: API tokens" in err
         assert err.endswith("add --yes to do it\n")
         assert main([*base, "db", "current"]) == 0

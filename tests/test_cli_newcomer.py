@@ -27,7 +27,7 @@ def test_global_options_work_after_the_command_too(
     capsys.readouterr()
     assert main(["changes", "--collection", "after-the-command", "--since", "0", *where]) == 0
     captured = capsys.readouterr()
-    assert captured.out.splitlines() == ["seq\tat\tkind\tid\tid_a\tid_b\tjaccard\tcluster\tclusters"]
+    assert captured.out.splitlines() == ["seq\tat\tkind\tid\tid_a\tid_b\tjaccard\tcluster\tclusters\tdense"]
     with Database(database_url, schema) as db:
         assert "after-the-command" in {c.name for c in db.collections(counts=False)}
     # Given on both sides, the one after the command counts; left out after it, the one before.

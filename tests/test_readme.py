@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ELSEWHERE = {
     "serve": "a server that runs until stopped (tests/service starts it)",
     "follow": "needs the application's database and table (tests/test_follow.py)",
+    "--db": "names a deployment the reader has (a Citus coordinator, another server): these tests set "
+    "NEARDUP_DATABASE_URL instead (tests/test_distributed.py runs the distributed commands on Citus)",
 }
 # Made-up values a reader replaces: a token's prefix that no database has.
 MADE_UP = ("nd_Xf3k9aQe",)

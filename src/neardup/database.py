@@ -193,7 +193,13 @@ class Database:
         costs one small query)."""
         with self._scope() as scope, translated("listing collections"), transaction(scope.conn):
             rows = catalog.all_rows(scope)
-            counted = statistics.listed_counts(scope, [r.collection_id for r in rows]) if counts else {}
+            counted = (
+                statistics.listed_counts(
+                    scope, [r.collection_id for r in rows], any(r.distributed for r in rows)
+                )
+                if counts
+                else {}
+            )
             return [_info(r, counted.get(r.collection_id)) for r in rows]
 
     def info(self, name: str) -> CollectionInfo:

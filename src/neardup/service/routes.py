@@ -500,7 +500,7 @@ def _cluster_json(c: Any) -> dict[str, Any]:
     return {"cluster": c.cluster, "representative": c.representative, "ids": c.ids, "dense": c.dense}
 
 
-@router.get("/v1/collections/{name}/clusters/{cluster}/pairs", responses=_LISTING)
+@router.get("/v1/collections/{name}/clusters/{cluster}/pairs", responses=_LISTING, tags=["listings"])
 def cluster_pairs(
     request: Request,
     name: str,

@@ -66,14 +66,23 @@ def clusters_of(scope: Scope, external_ids: list[str]) -> dict[str, tuple[int, i
     return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
 
-def listed_counts(scope: Scope, collection_ids: list[int]) -> dict[int, dict[str, int]]:
-    """Documents, pairs (stored pairs of distinct texts) and clusters of several collections of the
-    scope's schema, as ``counts`` has them: each a statement that reads the schema's tables once
-    for all of them (on a distributed schema, a statement on every shard however many there are)."""
+def listed_counts(
+    scope: Scope, collection_ids: list[int], distributed: bool = False
+) -> dict[int, dict[str, int]]:
+    """Documents, pairs (stored pairs of distinct texts), clusters and pairs of documents
+    (``document_pairs``) of several collections of the scope's schema (``distributed`` if its
+    collections are), as ``counts`` and ``document_pairs`` have them: each a statement that reads
+    the schema's tables once for all of them (on a distributed schema, a statement on every shard
+    however many there are)."""
     found: dict[int, dict[str, int]] = {
-        c: dict.fromkeys(("documents", "pairs", "clusters"), 0) for c in collection_ids
+        c: dict.fromkeys(("documents", "pairs", "clusters", "document_pairs"), 0) for c in collection_ids
     }
-    for what, query in LISTED_COUNTS:
+    document_pairs = (
+        "document_pairs",
+        f"WITH {pair_list.cte_of_collections(distributed)} "
+        "SELECT collection_id, count(*) FROM dp GROUP BY collection_id",
+    )
+    for what, query in (*LISTED_COUNTS, document_pairs):
         for row in scope.conn.execute(scope.sql(query), {"cs": collection_ids}).fetchall():
             found[int(row[0])][what] = int(row[1])
     return found
