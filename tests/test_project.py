@@ -23,3 +23,37 @@ def test_readme_run_command_uses_files_that_exist() -> None:
     command = readme_command("run-command")
     for path in re.findall(r"[\w./-]+\.(?:py|jsonl)", command):
         assert (ROOT / path).is_file(), path
+
+
+def test_the_readme_stays_a_ten_minute_read() -> None:
+    # Details live in docs/, each with a line and a link in the README.
+    lines = (ROOT / "README.md").read_text().count("\n")
+    assert lines <= 450, f"README.md has {lines} lines; move a section's details to docs/"
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = re.sub(r"(?ms)^```.*?^```", "", path.read_text())
+    return {_anchor(h) for h in re.findall(r"(?m)^#+ (.+)$", text)}
+
+
+def test_every_local_link_of_the_readme_and_docs_leads_somewhere() -> None:
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    broken = []
+    for page in pages:
+        text = re.sub(r"(?ms)^```.*?^```", "", page.read_text())
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (page.parent / file).resolve() if file else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, broken
