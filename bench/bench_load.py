@@ -39,7 +39,6 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -47,9 +46,9 @@ import httpx
 import numpy as np
 import psycopg
 
+import _options as options
 from _common import (
     DEBIAN,
-    REPO,
     Report,
     bench_schema,
     edited,
@@ -133,6 +132,10 @@ class Tally:
     def count(self, kind: str | None = None, test: Callable[[str], bool] = lambda s: True) -> int:
         with self.lock:
             return sum(n for (k, s), n in self.statuses.items() if (kind in (None, k)) and test(s))
+
+
+# The page this report is a section of, with the other service-under-load runs.
+PAGE_TITLE = "neardup serve under load"
 
 
 def _client(base: str, token: str) -> httpx.Client:
@@ -383,23 +386,21 @@ def main() -> None:
         log.seek(0)
         server_log = log.read().decode(errors="replace").splitlines()
         report = Report()
-        report.say(*header("neardup serve under load: readers and writers at once", url, args.db is not None))
+        report.say(*header("Readers and writers at once", url, args.db is not None, level=2))
         report.say(
             f"Load average of the machine (1, 5, 15 minutes): {', '.join(f'{x:.1f}' for x in load_before)} "
             f"as the load began, {', '.join(f'{x:.1f}' for x in load_after)} as it ended.",
             "",
         )
         held = _report(report, args, load, stored, memory(load.samples, _warmup(args)), server_log, load_s)
-        report.write(args.out)
+        report.write(args.out, section="readers and writers", title=PAGE_TITLE)
     if not all(held):
         raise SystemExit(1)
 
 
 def _options() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--db", help="PostgreSQL URL (default: a durable local server made for the run)")
+    parser = options.parser(__doc__)
+    options.add_db(parser)
     parser.add_argument("--seconds", type=float, default=300.0, help="length of the load (default 300)")
     parser.add_argument("--readers", type=int, default=8, help="reading threads (default 8)")
     parser.add_argument("--writers", type=int, default=2, help="writing threads (default 2)")
@@ -428,7 +429,7 @@ def _options() -> argparse.Namespace:
         help="each writer sends ids from a pool of N, replacing its own documents once each is stored: "
         "the collection's size holds, so memory that still grows is not the data's (default 0: new ids)",
     )
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "load.md")
+    options.add_out(parser, "load.md")
     return parser.parse_args()
 
 

@@ -37,7 +37,6 @@ Writes docs/benchmarks/neighbours.md.
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import time
@@ -49,6 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _options as options
 from _common import (
     DEBIAN,
     REPO,
@@ -296,9 +296,7 @@ def latency(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = options.parser(__doc__)
     parser.add_argument("corpus", nargs="?", type=Path, default=DEBIAN)
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--synthetic", type=Path, help="a make_corpus.py file, for latency at scale")
@@ -309,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         "--synthetic-schema",
         help="time the collection 'syn' already in this schema (made from --synthetic) instead of adding it",
     )
-    parser.add_argument("--db", help="PostgreSQL URL (default: a local server of its own)")
+    options.add_db(parser)
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "neighbours.md")
     args = parser.parse_args(argv)
     with ExitStack() as stack:

@@ -2,6 +2,8 @@
 
     python bench/bench_pair_density.py [TRUTH ...] [--thresholds 0.5,0.55,...,0.9] [--out FILE]
 
+Its report is the section "pair density" of docs/benchmarks/threshold-unseen.md.
+
 Each TRUTH is a ground-truth TSV (``id_a id_b jaccard intersection union``: Debian's in
 ../shared/data, or one written by ``bench/exact_truth.py``); by default Debian's. No index is
 built: for each corpus and each threshold t, the truth pairs with J in [t, t + 0.05) (document
@@ -22,7 +24,6 @@ more recall than the pairs' own spread gives.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import sys
 from pathlib import Path
@@ -31,7 +32,8 @@ import numpy as np
 import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DEBIAN, DEBIAN_TRUTH_NAME, REPO, Report, header
+import _options
+from _common import DEBIAN, DEBIAN_TRUTH_NAME, Report, header
 from neardup.config import FN_WEIGHT, FP_WEIGHT
 from neardup.core.tuning import (
     DEFAULT_RECALL_AT_THRESHOLD,
@@ -43,6 +45,10 @@ from neardup.core.tuning import (
 )
 
 SUB_BINS = 10
+
+
+# The page this report is a section of: recall at the threshold on corpora not tuned on.
+PAGE_TITLE = "Recall at the threshold on corpora the tuner was not tuned on"
 
 
 def read_jaccard(path: Path) -> npt.NDArray[np.float64]:
@@ -100,16 +106,14 @@ def rows_for(name: str, jaccard: npt.NDArray[np.float64], thresholds: list[float
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = _options.parser(__doc__)
     parser.add_argument("truth", nargs="*", type=Path, default=[DEBIAN.parent / DEBIAN_TRUTH_NAME])
     parser.add_argument("--thresholds", default=",".join(f"{0.5 + 0.05 * i:.2f}" for i in range(9)))
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "pair_density.md")
+    _options.add_out(parser, "threshold-unseen.md")
     args = parser.parse_args(argv)
     thresholds = [float(x) for x in args.thresholds.split(",")]
     report = Report()
-    report.say(*header("Where the pairs of the threshold's bin lie", None, False))
+    report.say(*header("Where the pairs of the threshold's bin lie", None, False, level=2))
     report.say(
         f"Per bin [t, t + {THRESHOLD_BIN:g}): the truth pairs (documents), their counts in {SUB_BINS} "
         "sub-bins over the mean count (1.00 is an even spread), their mean position (0 at t, 1 at "
@@ -139,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         "lrrlrlrrrrr",
         table,
     )
-    report.write(args.out)
+    report.write(args.out, section="pair density", title=PAGE_TITLE)
     return 0
 
 

@@ -24,7 +24,6 @@ here as a way to make each candidate cheaper.
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import time
@@ -35,6 +34,7 @@ from typing import Any
 
 import psycopg
 
+import _options as options
 from _common import DEBIAN, TRUTH_CONFIG, bench_schema, local_server, read_jsonl
 from bench_threshold import VARIANTS
 from neardup.core.sketch import Sketcher
@@ -105,13 +105,13 @@ def lookup(scope: Scope, num_perm: int) -> Callable[[Any], Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = options.parser(__doc__)
     ap.add_argument("corpus", nargs="?", type=Path, default=DEBIAN, help="JSONL(.gz) of {id, text}")
     ap.add_argument("--thresholds", default="0.5", help="comma-separated, each measured in turn")
     ap.add_argument("--covering", action="store_true", help="also build and time the covering index")
     ap.add_argument("--queries", type=int, default=200, help="corpus texts timed per figure")
     ap.add_argument("--rounds", type=int, default=3, help="rounds, builds alternated")
-    ap.add_argument("--db", help="PostgreSQL URL (default: a temporary durable local server)")
+    options.add_db(ap)
     args = ap.parse_args()
     docs = list(read_jsonl(args.corpus, None))
     queries = [text for _, text in random.Random(1).sample(docs, min(args.queries, len(docs)))]

@@ -50,6 +50,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import _options as options
 from _common import REPO, Report, bench_schema, drop_schema, header, local_server, pct, serving
 
 WORDS_PER_DOC = 60
@@ -399,7 +400,7 @@ def main() -> None:
         worker(argparse.Namespace(case=sys.argv[2]))
         return
     ints = lambda s: [int(x) for x in s.split(",")]  # noqa: E731
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = options.parser(__doc__)
     p.add_argument("--parts", default="table,pair,zipf,ways,template,query")
     p.add_argument("--n", type=int, default=10_000)
     p.add_argument("--sizes", type=ints, default=[10, 1_000, 2_500])
@@ -414,7 +415,7 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=10)
     p.add_argument("--baseline-ref", default="main", help="git ref of the code to compare with ('' for none)")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds a case may run")
-    p.add_argument("--db", help="a PostgreSQL URL (default: a durable local server of its own)")
+    options.add_db(p)
     p.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "shape.md")
     args = p.parse_args()
     report = Report()

@@ -41,7 +41,6 @@ expected more than independent pairs would. ``--variants ''`` skips the builds (
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import random
 import statistics
@@ -54,6 +53,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
+import _options as options
 from _common import (
     DEBIAN,
     DEBIAN_TRUTH_NAME,
@@ -307,7 +307,7 @@ def fmt_ratio(new: float, old: float) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = options.parser(__doc__)
     ap.add_argument("corpus", nargs="?", type=Path, default=DEBIAN, help="JSONL(.gz) of {id, text}")
     ap.add_argument("--truth", type=Path, help=f"truth TSV (default: {DEBIAN_TRUTH_NAME} beside CORPUS)")
     ap.add_argument("--limit", type=int, help="use only the first N documents (for a quick check)")
@@ -323,7 +323,7 @@ def main() -> None:
     )
     ap.add_argument("--seeds", default="1,2,3,4,5,6", help="seeds the alternatives are judged with")
     ap.add_argument("--queries", type=int, default=200, help="query texts timed per collection")
-    ap.add_argument("--db", help="PostgreSQL URL (default: a temporary durable local server)")
+    options.add_db(ap)
     ap.add_argument("--out", type=Path, default=Path("docs/benchmarks/threshold.md"))
     args = ap.parse_args()
     thresholds = [float(x) for x in args.thresholds.split(",")]

@@ -28,18 +28,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
 import psycopg
 
-from _common import REPO, Report, bench_schema, header, local_server, pct, serving
+import _options as options
+from _common import Report, bench_schema, header, local_server, pct, serving
 from neardup.database import Database
 from neardup.storage.connect import libpq_url
 
 FED, NEAR = "waited", "nearest"
 LONGPOLL_MS = 60_000
+
+
+# The page this report is a section of, with the other service-under-load runs.
+PAGE_TITLE = "neardup serve under load"
 
 
 def _client(base: str, token: str, connections: int = 10) -> httpx.Client:
@@ -151,7 +155,7 @@ def main() -> None:
         for w in workers:
             w.join()
         load_after = os.getloadavg()
-        title = header("neardup serve beside waiting clients", url, args.db is not None)
+        title = header("Beside waiting clients", url, args.db is not None, level=2)
     report = Report()
     report.say(*title)
     report.say(
@@ -182,14 +186,12 @@ def main() -> None:
         f"to the database during it: {during} (max_connections {most}).",
         "",
     )
-    report.write(args.out)
+    report.write(args.out, section="waiting clients", title=PAGE_TITLE)
 
 
 def _options() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--db", help="PostgreSQL URL (default: a durable local server made for the run)")
+    parser = options.parser(__doc__)
+    options.add_db(parser)
     parser.add_argument("--waiters", type=int, default=200, help="longpolls waiting in phase 2 (default 200)")
     parser.add_argument("--workers", type=int, default=2, help="serve's worker processes (default 2)")
     parser.add_argument("--probes", type=int, default=50, help="rounds of probes a phase (default 50)")
@@ -200,7 +202,7 @@ def _options() -> argparse.Namespace:
     parser.add_argument(
         "--settle", type=float, default=10.0, help="seconds before a phase's probes (default 10)"
     )
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks" / "waiting.md")
+    options.add_out(parser, "load.md")
     return parser.parse_args()
 
 

@@ -23,7 +23,6 @@ documents' pairs with brute force over Python sets of shingle strings.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import subprocess
@@ -37,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _options as options
 from exact_truth import check, truth_pairs, write
 
 PACKAGE = "licensedcode-data==32.1.0"
@@ -92,9 +92,7 @@ def documents(wheel: Path) -> list[tuple[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = options.parser(__doc__)
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--wheel", type=Path, help=f"the {PACKAGE} wheel (default: pip download it)")
     parser.add_argument("--check", type=int, default=20, help="documents checked against brute force")

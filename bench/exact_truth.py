@@ -20,7 +20,6 @@ Writes the columns of the Debian truth (``id_a id_b jaccard intersection union``
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import math
 import random
@@ -34,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _options as options
 from _common import K, read_jsonl, truth_normalize, truth_shingles
 from neardup.core.ragged import Ragged
 from neardup.core.verify import exact_jaccard
@@ -201,9 +201,7 @@ def write(path: Path, pairs: Sequence[tuple[str, str, int, int]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = options.parser(__doc__)
     parser.add_argument("corpus", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("--floor", type=float, default=0.5)

@@ -208,8 +208,8 @@ def test_the_prior_recall_equals_the_exact_rational_weighted_mean(
 
 
 def test_the_prior_is_steeper_than_any_bin_measured() -> None:
-    """The measured bins (docs/benchmarks/pair_density.md) fell to 0.35 of their density at t at
-    the steepest; the prior must fall further."""
+    """The measured bins (docs/benchmarks/threshold-unseen.md, "pair density") fell to 0.35 of
+    their density at t at the steepest; the prior must fall further."""
     assert 0.0 <= PRIOR_TOP < 0.35
 
 
