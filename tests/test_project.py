@@ -31,6 +31,11 @@ def test_the_readme_stays_a_ten_minute_read() -> None:
     assert lines <= 450, f"README.md has {lines} lines; move a section's details to docs/"
 
 
+def test_docs_benchmarks_keeps_one_current_page_per_topic() -> None:
+    files = [p.name for p in (ROOT / "docs" / "benchmarks").iterdir() if p.is_file()]
+    assert len(files) <= 25, sorted(files)
+
+
 def _anchor(heading: str) -> str:
     """GitHub's anchor of a Markdown heading."""
     text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
