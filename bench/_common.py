@@ -37,9 +37,9 @@ from urllib.parse import urlsplit
 import numpy as np
 import psycopg
 
+from neardup.embedded.private_server import LocalServer
 from neardup.storage import migrate
 from neardup.storage.connect import libpq_url
-from neardup.storage.server import LocalServer
 
 REPO = Path(__file__).resolve().parents[1]
 # The shared corpora live beside the checkout (../shared/data), never inside it.

@@ -23,7 +23,7 @@ from psycopg import sql
 
 from _common import Report, alternated, database, drop_schema, header, ratios, timed
 from _options import add_db, add_out, add_rounds, parser
-from neardup import follow
+from neardup import follower as follow
 from neardup.index import Index
 from neardup.storage.connect import libpq_url
 

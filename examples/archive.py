@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from neardup import Index
-from neardup.storage.server import throwaway_server
+from neardup.embedded.private_server import throwaway_server
 
 MONDAY = [
     ("ap-001", "Storms cut power to 40,000 homes across the county on Monday, officials said."),

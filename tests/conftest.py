@@ -19,7 +19,7 @@ from hypothesis import settings
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
-from neardup.storage.server import throwaway_server
+from neardup.embedded.private_server import throwaway_server
 
 settings.register_profile("neardup", deadline=None, max_examples=100)
 settings.register_profile("thorough", deadline=None, max_examples=2000)

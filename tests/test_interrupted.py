@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from neardup.storage.server import LocalServer
+from neardup.embedded.private_server import LocalServer
 from tests._corpus import planted_corpus
 from tests._state import State, collection_state
 from tests.conftest import neardup_argv, psycopg_url

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # needs what only a deployment has.
 ELSEWHERE = {
     "serve": "a server that runs until stopped (tests/service starts it)",
-    "follow": "needs the application's database and table (tests/test_follow.py)",
+    "follow": "needs the application's database and table (tests/test_follower.py)",
     "--db": "names a deployment the reader has (a Citus coordinator, another server): these tests set "
     "NEARDUP_DATABASE_URL instead (tests/test_distributed.py runs the distributed commands on Citus)",
 }

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from neardup.storage.embedded import server_state
-from tests.storage.test_embedded import CHILD, stop_everything, wait_for
+from neardup.embedded.default_server import server_state
+from tests.embedded.test_default_server import CHILD, stop_everything, wait_for
 
 pytestmark = pytest.mark.distributed_variant
 

@@ -26,13 +26,13 @@ from neardup.core.advice import DEFAULT_TARGET, Advice, advise
 from neardup.core.params import Params
 from neardup.credentials import ACCESS_LEVELS, digest, new_secret, shown_prefix
 from neardup.errors import CollectionNotFoundError, ParamsError
-from neardup.storage import backup, catalog, changes, labels, migrate, pages, statistics, tokens
+from neardup.storage import backup, catalog, changes, keyset_pages, labels, migrate, statistics, tokens
 from neardup.storage.changes import Change, ChangesPage
 from neardup.storage.connect import redacted, transaction, translated
+from neardup.storage.keyset_pages import ClusterRow, DocumentRow, PairQuery, PairRow
 from neardup.storage.labels import LABELS, LabelRow
 from neardup.storage.listener import ChangeListener
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name, check_schema_name
-from neardup.storage.pages import ClusterRow, DocumentRow, PairQuery, PairRow
 from neardup.storage.pool import ConnectionPool
 from neardup.storage.scope import Scope
 from neardup.storage.tokens import TokenRow
@@ -248,7 +248,7 @@ class Database:
             row = catalog.get(mine, name, lock=True)
             if row is None:
                 return False
-            pages.delete_collection(scope.with_collection(row.collection_id, row.distributed))
+            keyset_pages.delete_collection(scope.with_collection(row.collection_id, row.distributed))
         return True
 
     # -- the changes feed --------------------------------------------------------------------------
@@ -310,7 +310,7 @@ class Database:
         is missing)."""
         with self._scope() as scope, translated("counting collections for review"):
             rows = [self._row(scope, name) for name in names]
-            counted = pages.review_counts_of(
+            counted = keyset_pages.review_counts_of(
                 scope, [r.collection_id for r in rows], any(r.distributed for r in rows)
             )
         return {r.name: counted[r.collection_id] for r in rows}
@@ -352,61 +352,61 @@ class Review:
         (None: the threshold), by (id_a, id_b), after the key ``after``."""
         floor = self.threshold if min_similarity is None else min_similarity
         with self._scope() as scope:
-            return pages.pairs_page(scope, floor, after, limit)
+            return keyset_pages.pairs_page(scope, floor, after, limit)
 
     def clusters_page(
         self, after: str | None, limit: int, ids_per_cluster: int = 100_000
     ) -> list[ClusterRow]:
         """Up to ``limit`` clusters by representative, after the representative ``after``."""
         with self._scope() as scope:
-            return pages.clusters_page(scope, after, limit, ids_per_cluster)
+            return keyset_pages.clusters_page(scope, after, limit, ids_per_cluster)
 
     def largest_clusters(
         self, after: tuple[int, str] | None, limit: int, ids_per_cluster: int = 5
     ) -> list[ClusterRow]:
         """Up to ``limit`` clusters, largest first, after the key (size, representative) ``after``."""
         with self._scope() as scope:
-            return pages.largest_clusters(scope, after, limit, ids_per_cluster)
+            return keyset_pages.largest_clusters(scope, after, limit, ids_per_cluster)
 
     def cluster_members(self, cluster: int, limit: int) -> list[tuple[str, dict[str, Any] | None]]:
         """Up to ``limit`` documents (id, meta) of one cluster, by id."""
         with self._scope() as scope:
-            return pages.cluster_members(scope, cluster, limit)
+            return keyset_pages.cluster_members(scope, cluster, limit)
 
     def dense_size(self, cluster: int) -> int | None:
         """The distinct texts of a dense cluster (its stored pairs a connecting subset), else None."""
         with self._scope() as scope:
-            return pages.dense_size(scope, cluster)
+            return keyset_pages.dense_size(scope, cluster)
 
     def cluster_representative(self, cluster: int) -> str | None:
         """The document the keep policy keeps of one cluster (None: no such cluster)."""
         with self._scope() as scope:
-            return pages.cluster_representative(scope, cluster)
+            return keyset_pages.cluster_representative(scope, cluster)
 
     def openings(self, ids: list[str], chars: int) -> dict[str, str]:
         """The first ``chars`` characters of each document's stored text, by id."""
         with self._scope() as scope:
-            return pages.openings(scope, ids, chars)
+            return keyset_pages.openings(scope, ids, chars)
 
     def cluster_pairs(self, cluster: int, limit: int) -> list[tuple[str, str, float, str]]:
         """Up to ``limit`` pairs within one cluster, most similar first."""
         with self._scope() as scope:
-            return pages.cluster_pairs(scope, cluster, limit)
+            return keyset_pages.cluster_pairs(scope, cluster, limit)
 
     def document(self, doc_id: str) -> DocumentRow | None:
         """One document, or None."""
         with self._scope() as scope:
-            return pages.document(scope, doc_id)
+            return keyset_pages.document(scope, doc_id)
 
     def document_pairs(self, doc_id: str) -> list[tuple[str, float, str]]:
         """The document's near-duplicates (other id, similarity, method), most similar first."""
         with self._scope() as scope:
-            return pages.document_pairs(scope, doc_id)
+            return keyset_pages.document_pairs(scope, doc_id)
 
     def pair(self, id_a: str, id_b: str) -> tuple[float, str] | None:
         """The stored similarity and method of two documents, or None when they are no stored pair."""
         with self._scope() as scope:
-            return pages.pair(scope, id_a, id_b)
+            return keyset_pages.pair(scope, id_a, id_b)
 
     # -- the review loop ---------------------------------------------------------------------------
 
@@ -419,24 +419,24 @@ class Review:
         """Up to ``limit`` pairs of documents as ``query`` asks: ordered by similarity or by
         distance from the threshold (the review queue), filtered by label and similarity."""
         with self._scope() as scope:
-            return pages.pair_rows(scope, self.threshold, query, limit)
+            return keyset_pages.pair_rows(scope, self.threshold, query, limit)
 
     def queue_counts(self, key: tuple[float, str, str] | None) -> tuple[int, int]:
         """How many unlabelled pairs come before ``key`` in the review queue (0 for None), and how
         many unlabelled pairs there are."""
         with self._scope() as scope:
-            return pages.queue_counts(scope, self.threshold, key)
+            return keyset_pages.queue_counts(scope, self.threshold, key)
 
     def counts(self) -> dict[str, int]:
         """documents, clusters, document_pairs (identical copies included), labelled and left
         (document pairs without a label)."""
         with self._scope() as scope:
-            return pages.review_counts(scope)
+            return keyset_pages.review_counts(scope)
 
     def titles(self, ids: list[str]) -> dict[str, str]:
         """A title (metadata ``title`` or ``headline``) or the start of the text, by document id."""
         with self._scope() as scope:
-            return pages.titles(scope, ids)
+            return keyset_pages.titles(scope, ids)
 
     def labels_of(self, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """The labels of those of ``pairs`` that have one, keyed (smaller id, larger id)."""

@@ -36,7 +36,7 @@ from neardup.errors import (
     UnicodeVersionWarning,
 )
 from neardup.evaluation import Evaluation
-from neardup.measure import evaluate
+from neardup.evaluation_sample import evaluate
 from neardup.neighbours import Contained, Direction
 from neardup.records import Record, to_document
 from neardup.result import AddResult

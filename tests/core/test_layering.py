@@ -95,7 +95,7 @@ def test_the_storage_checker_sees_every_spelling() -> None:
     source = "\n".join(
         [
             "def f():",
-            "    from neardup.storage.pages import pair",
+            "    from neardup.storage.keyset_pages import pair",
             "from neardup import storage",
             "import neardup.storage",
         ]
@@ -103,7 +103,7 @@ def test_the_storage_checker_sees_every_spelling() -> None:
     assert forbidden_imports(source, ("neardup.storage",)) == [
         "neardup.storage",
         "neardup.storage",
-        "neardup.storage.pages",
+        "neardup.storage.keyset_pages",
     ]
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from neardup import verification
 from neardup.core import candidates
 from neardup.core.params import Params
-from neardup.ingest import hot_pairs, pairing, prework
+from neardup.ingest import before_lock, hot_pairs, pairing
 from tests._corpus import WORDS, brute_force_pairs, components
 
 pytestmark = pytest.mark.distributed_variant
@@ -107,15 +107,15 @@ def test_a_concurrent_batch_with_more_candidates_than_it_may_judge_ahead_judges_
     index = make_index(threshold=0.8, bands=64, rows=2)
     index.add(docs[:90])
     verdicts: list[int] = []
-    before_turn = prework.before_turn
+    before_turn = before_lock.before_turn
 
-    def recording(*args: Any, **kwargs: Any) -> prework.Prework | None:
+    def recording(*args: Any, **kwargs: Any) -> before_lock.Prework | None:
         pre = before_turn(*args, **kwargs)
         verdicts.append(-1 if pre is None else len(pre.verdicts))
         return pre
 
-    monkeypatch.setattr(prework, "JUDGED_AHEAD", 30)
-    monkeypatch.setattr(prework, "before_turn", recording)
+    monkeypatch.setattr(before_lock, "JUDGED_AHEAD", 30)
+    monkeypatch.setattr(before_lock, "before_turn", recording)
     index.add(docs[90:], batch_size=60, concurrent=True)
     assert verdicts == [0, 0]  # both batches probed ahead, neither held its verdicts
     truth = set(brute_force_pairs(docs, Params(bands=64, rows=2), 0.8))

@@ -14,10 +14,10 @@ import pytest
 from neardup.core.params import Params
 from neardup.core.sketch import Sketch
 from neardup.index import Index
-from neardup.ingest import prework as prework_module
+from neardup.ingest import before_lock as prework_module
+from neardup.ingest.before_lock import Prework, pair_keys
 from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import Batch, BatchPlan
-from neardup.ingest.prework import Prework, pair_keys
 from neardup.verification import Verified
 from tests._corpus import brute_force_pairs, planted_corpus
 from tests._state import collection_state

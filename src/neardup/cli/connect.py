@@ -27,7 +27,7 @@ def database_url(args: argparse.Namespace) -> Iterator[str]:
     if url:
         yield url
         return
-    from neardup.server import default_data_dir, embedded_database
+    from neardup.embedded.default_server import default_data_dir, embedded_database
 
     args.data_directory = str(default_data_dir())
     with embedded_database() as embedded:

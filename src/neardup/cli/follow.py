@@ -12,11 +12,11 @@ from neardup.cli.connect import database_url
 from neardup.cli.options import POSITIVE
 
 if TYPE_CHECKING:
-    from neardup.follow import Applied
+    from neardup.follower import Applied
 
 
 def _follow_options(p: argparse.ArgumentParser) -> None:
-    from neardup.follow import DEFAULT_FOLLOW_BATCH, RECONNECT_TRIES
+    from neardup.follower import DEFAULT_FOLLOW_BATCH, RECONNECT_TRIES
     from neardup.readers import DEFAULT_MAX_TEXT_LENGTH
 
     p.add_argument("--source-db", required=True, metavar="URL", help="the database of the followed table")
@@ -95,7 +95,7 @@ def cmd_follow(args: argparse.Namespace) -> int:
     Example: neardup follow --source-db postgresql://app@localhost/app --table public.articles
     --text-column body --once
     """
-    from neardup import follow
+    from neardup import follower as follow
 
     source = follow.Source(
         args.source_db, args.table, args.id_column, args.text_column, tuple(args.meta_columns), args.schema

@@ -173,7 +173,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     Example: neardup server status --format json
     """
-    from neardup import server
+    from neardup.embedded import default_server as server
 
     if url_given(args):
         print(

@@ -2,7 +2,7 @@
 
 An ingest into an empty collection writes its bucket rows into an unindexed partition and builds
 the index once at the end, which costs a fraction of inserting every row into it (see
-``ingest.members``). Meanwhile what it wrote is looked up here instead of in the database: bucket
+``ingest.bucket_members``). Meanwhile what it wrote is looked up here instead of in the database: bucket
 rows in sorted runs of mixed (band, bucket) keys, the newest runs merged into older ones as they
 grow (a lookup is one linear pass over a few runs, adding costs amortised linear time), and the
 content id of each content hash.

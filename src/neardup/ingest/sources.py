@@ -12,11 +12,11 @@ import numpy.typing as npt
 from neardup import verification
 from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketch
-from neardup.ingest import hot_pairs, prework, store
+from neardup.ingest import before_lock, hot_pairs, store
+from neardup.ingest.before_lock import Verdicts
 from neardup.ingest.context import BatchContext
 from neardup.ingest.pairing import Sources
 from neardup.ingest.plan import BatchPlan
-from neardup.ingest.prework import Verdicts
 from neardup.stages import stage
 from neardup.storage import contents
 from neardup.storage.scope import Scope
@@ -33,7 +33,7 @@ def batch_sources(
 
     def verify(cand: npt.NDArray[np.int64]) -> verification.Verified:
         if verdicts:
-            return prework.verify_unjudged(ctx, cand, plan, sketch, verdicts)
+            return before_lock.verify_unjudged(ctx, cand, plan, sketch, verdicts)
         return verification.verify_pairs(reading, config, ctx.sketcher, cand, plan, sketch)
 
     def load(ids: Ids) -> tuple[npt.NDArray[np.uint32], Ragged | None]:

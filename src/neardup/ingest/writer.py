@@ -24,14 +24,14 @@ from neardup.config import DEFAULT_BATCH_SIZE, IndexConfig
 from neardup.core.lsh import bucket_rows
 from neardup.core.sketch import Sketch, Sketcher
 from neardup.errors import InputError, ParamsError
-from neardup.ingest import pairing, prework, relink, store
-from neardup.ingest.ahead import WritingAhead
+from neardup.ingest import before_lock, pairing, relink, store
+from neardup.ingest.before_lock import Prework, Verdicts
+from neardup.ingest.bucket_members import Deferral, Members, choose, probe_early
 from neardup.ingest.context import BatchContext, Connections, on
-from neardup.ingest.members import Deferral, Members, choose, probe_early
 from neardup.ingest.plan import Batch, BatchPlan
-from neardup.ingest.prework import Prework, Verdicts
 from neardup.ingest.reading import Upcoming
 from neardup.ingest.sources import batch_sources
+from neardup.ingest.write_ahead import WritingAhead
 from neardup.records import Record, documents
 from neardup.result import AddResult
 from neardup.stages import NO_CLOCK, StageClock, stage, submit, timed, timing
@@ -154,7 +154,7 @@ class Writer:
                 ):
                     if pre is None and concurrent:
                         with timed("before the lock: probe, verify, write contents"):
-                            pre = prework.before_turn(
+                            pre = before_lock.before_turn(
                                 ctx, batch, sketch, deferring=self._deferral.memory is not None
                             )
                     total += self._write(ctx, batch, sketch, pool, ahead, may_defer=batch.start == 0, pre=pre)
@@ -391,11 +391,11 @@ class Writer:
     ) -> tuple[BatchPlan, list[bytes], BatchPlan | None, bool]:
         """The batch's plan with ids for its new contents, their hashes, and what stands of the
         contents (and bucket rows) it wrote before its turn."""
-        plan = prework.plan_of(ctx, batch, sketch, stored, row, indexed=indexed)
+        plan = before_lock.plan_of(ctx, batch, sketch, stored, row, indexed=indexed)
         new_hashes = plan.new_hashes(sketch)
         written, rows_written = (pre.written, pre.bucket_rows) if pre is not None else (None, False)
         if written is not None:
-            plan, written, rows_written = prework.reconcile(
+            plan, written, rows_written = before_lock.reconcile(
                 ctx, plan, sketch, new_hashes, written, rows_written
             )
         if written is None and plan.new_ids.size:

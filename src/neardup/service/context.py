@@ -128,7 +128,7 @@ class Context:
         the database is not the embedded server."""
         if self.settings.embedded_data_dir is None:
             return None
-        from neardup.server import server_state
+        from neardup.embedded.default_server import server_state
 
         state = server_state(Path(self.settings.embedded_data_dir))
         return state.running, state.in_use, state.idle_seconds or 0.0

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from psycopg import sql
 
+from neardup.embedded.private_server import candidate_bin_dirs
 from neardup.errors import DatabaseError, SchemaError, ServerError
 from neardup.storage.connect import Connection, libpq_parts, redacted
 from neardup.storage.names import check_schema_name
-from neardup.storage.server import candidate_bin_dirs
 
 # Restoring stops at the first error, in one transaction: a failed restore leaves nothing behind.
 _RESTORE_OPTIONS = ("--exit-on-error", "--single-transaction", "--no-owner")

@@ -13,9 +13,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from neardup.embedded import private_server as server_module
+from neardup.embedded.private_server import LocalServer, find_binaries, throwaway_server
 from neardup.errors import NeardupError, ServerError
-from neardup.storage import server as server_module
-from neardup.storage.server import LocalServer, find_binaries, throwaway_server
 from tests.conftest import psycopg_url, sqlalchemy_url
 
 pytestmark = pytest.mark.distributed_variant

@@ -1,4 +1,4 @@
-"""Following a table (neardup.follow) against a real PostgreSQL: the first indexing, inserts,
+"""Following a table (neardup.follower) against a real PostgreSQL: the first indexing, inserts,
 updates, deletes, id changes and TRUNCATE kept up with; a follower killed with SIGKILL mid-run and
 restarted ends equal to a fresh build of the table, whether the index lives in the table's own
 database or in another one; a failed batch leaves the queue and the index as they were."""
@@ -19,11 +19,11 @@ import pytest
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
-from neardup import follow
+from neardup import follower as follow
+from neardup.embedded.private_server import LocalServer, throwaway_server
 from neardup.errors import DatabaseConnectionError, DatabaseError, ParamsError, SchemaError
 from neardup.index import Index
-from neardup.storage import follow as queue
-from neardup.storage.server import LocalServer, throwaway_server
+from neardup.storage import follow_queue as queue
 from tests._state import collection_state
 from tests.conftest import Run, neardup_argv, psycopg_url
 

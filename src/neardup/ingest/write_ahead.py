@@ -1,6 +1,6 @@
 """Writing an ingest's next batch's new contents ahead, while this batch's documents are COPYed.
 
-An ingest that defers the bucket index (``members.Deferral``) writes each batch's documents on a
+An ingest that defers the bucket index (``bucket_members.Deferral``) writes each batch's documents on a
 worker while the writing thread verifies; meanwhile a thread of its own waits for the next batch's
 sketch, plans its new contents from memory, takes their ids (``catalog.reserve``, committed at
 once) and COPYs them with their signatures on the other writing connection, in a transaction it
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from neardup.core.ingest_memory import IngestMemory
 from neardup.core.sketch import Sketch
 from neardup.errors import InternalError
+from neardup.ingest.bucket_members import Deferral
 from neardup.ingest.context import BatchContext, Connections
-from neardup.ingest.members import Deferral
 from neardup.ingest.plan import Batch, BatchPlan, plan_batch
 from neardup.ingest.reading import Prepared, Upcoming
 from neardup.ingest.store import insert_contents

@@ -4,7 +4,7 @@ Used when no database URL is given. Starting and stopping happen under an exclus
 next to the data directory, so concurrent processes run initdb and pg_ctl one at a time and attach
 to one server. Every process holds a shared *users lock* while it uses the server and touches a
 *stamp* file as it leaves. The server outlives the command: whoever starts it also starts a small
-detached watchdog (``neardup.storage.embedded_watchdog``) that stops it (a fast shutdown) once no
+detached watchdog (``neardup.embedded.watchdog``) that stops it (a fast shutdown) once no
 one has held it for the idle timeout, taking the start lock and the users lock exclusively, so a
 server in use is never stopped. An idle timeout of 0 stops it as the last user leaves instead.
 """
@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from neardup.embedded.private_server import LocalServer
 from neardup.errors import ServerError
-from neardup.storage.server import LocalServer
 
 log = logging.getLogger("neardup.server")
 
@@ -37,7 +37,7 @@ IDLE_TIMEOUT_ENV = "NEARDUP_SERVER_IDLE_TIMEOUT"
 # Starting the server is the slowest part of a command that must start it; five idle minutes keep
 # it through a working session of commands and hand its memory back soon after one ends.
 DEFAULT_IDLE_TIMEOUT = 300.0
-WATCHDOG_MODULE = "neardup.storage.embedded_watchdog"
+WATCHDOG_MODULE = "neardup.embedded.watchdog"
 # The watchdog sleeps at most this long between looks, so it notices a stopped server and a stale
 # stamp within seconds, and it looks at least this often on short (test) timeouts.
 _MAX_POLL = 5.0

@@ -1,4 +1,4 @@
-"""The embedded server's watchdog: ``python -m neardup.storage.embedded_watchdog DATA_DIR PID TIMEOUT``.
+"""The embedded server's watchdog: ``python -m neardup.embedded.watchdog DATA_DIR PID TIMEOUT``.
 
 Started detached by whoever starts the embedded server; stops it once unused for TIMEOUT seconds
 and exits, or exits as soon as that server (postmaster PID) is gone.
@@ -11,8 +11,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from neardup.embedded.default_server import watch
 from neardup.errors import NeardupError
-from neardup.storage.embedded import watch
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,14 +18,14 @@ import platformdirs
 import psycopg
 import pytest
 
-from neardup.errors import ServerError
-from neardup.storage import embedded
-from neardup.storage.embedded import (
+from neardup.embedded import default_server as embedded
+from neardup.embedded.default_server import (
     default_data_dir,
     embedded_database,
     server_state,
     stop_server,
 )
+from neardup.errors import ServerError
 from tests.conftest import psycopg_url
 
 AS_ROOT = os.geteuid() == 0
@@ -170,7 +170,7 @@ def test_concurrent_starts_share_one_server_until_the_last_leaves(home: Path) ->
 CHILD = """
 import sys
 import psycopg
-from neardup.storage.embedded import embedded_database
+from neardup.embedded.default_server import embedded_database
 with embedded_database() as url:
     with psycopg.connect(url.replace("+psycopg", "", 1)) as conn:
         print(conn.execute("SELECT pg_postmaster_start_time()").fetchall(), flush=True)

@@ -1,7 +1,7 @@
 """Following a table of an application's database: its rows indexed, then kept up with.
 
 ``install`` puts statement triggers on the table that queue the id of every row a write touches
-(``storage.follow``), then queues every id already there: the triggers stand before the snapshot is
+(``storage.follow_queue``), then queues every id already there: the triggers stand before the snapshot is
 read, so a write during it is queued twice at worst, never missed. A ``Follower`` drains the queue
 in batches: for each queued id, the row as it is now is added (or replaces the stored document), or
 the document is removed when the row is gone. Each batch is one transaction of the index; when the
@@ -37,7 +37,7 @@ from neardup.index import Index
 from neardup.readers import DEFAULT_MAX_TEXT_LENGTH
 from neardup.records import Document, check_id, document_of
 from neardup.result import AddResult
-from neardup.storage import follow as queue
+from neardup.storage import follow_queue as queue
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_schema_name
 

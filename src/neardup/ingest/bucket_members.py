@@ -27,9 +27,9 @@ from neardup.core.candidates import bucket_groups
 from neardup.core.ingest_memory import IngestMemory
 from neardup.core.lsh import distinct_keys
 from neardup.core.ragged import Ragged
+from neardup.ingest.before_lock import Prework
 from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import BatchPlan
-from neardup.ingest.prework import Prework
 from neardup.ingest.store import insert_indexed
 from neardup.stages import stage, submit
 from neardup.storage import buckets, catalog
