@@ -22,6 +22,7 @@ from typing import Literal, NamedTuple, get_args
 import numpy as np
 import numpy.typing as npt
 
+from neardup import validate
 from neardup.config import IndexConfig
 from neardup.core.fingerprints import WINDOW, fingerprints, probes
 from neardup.core.ragged import Ragged
@@ -63,16 +64,12 @@ class Contained(NamedTuple):
 
 def top_k(value: object) -> int:
     """``value`` as a count of answers (a positive integer), else ParamsError."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ParamsError(f"top_k must be a positive integer, got {value!r}")
-    return value
+    return validate.positive_int(value, "top_k")
 
 
 def min_containment(value: object) -> float:
     """``value`` as a containment threshold in (0, 1], else ParamsError."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < float(value) <= 1.0:
-        raise ParamsError(f"min_containment must be in (0, 1], got {value!r}")
-    return float(value)
+    return validate.fraction(value, "min_containment", zero=False)
 
 
 def direction(value: object) -> Direction:

@@ -13,13 +13,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from neardup import validate
 from neardup.config import IndexConfig
 from neardup.core.candidates import bucket_matches
 from neardup.core.distinct import distinct
 from neardup.core.lsh import distinct_keys
 from neardup.core.minhash import empty_rows
 from neardup.core.sketch import SKETCH_THREADS, Sketch, Sketcher
-from neardup.errors import InputError, ParamsError
 from neardup.records import Document
 from neardup.storage import buckets, documents
 from neardup.storage.connect import transaction
@@ -36,11 +36,9 @@ def similar(
     limit: int | None = None,
 ) -> list[tuple[str, float]]:
     """Stored documents similar to ``text``, best first: (id, similarity). See ``Index.query``."""
-    if not isinstance(text, str):
-        raise InputError(f"query text must be a string, got {type(text).__name__}")
-    floor = config.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ParamsError(f"limit must be a non-negative integer, got {limit!r}")
+    text = validate.text(text)
+    floor = config.threshold if min_jaccard is None else validate.fraction(min_jaccard, "min_jaccard")
+    limit = validate.limit(limit)
     # One text: its signature alone (no content hash), its candidates' agreement in plain numpy,
     # and one shingling call for it and its hopeful candidates: small calls are most of a query's
     # time in Python.
@@ -68,13 +66,6 @@ QUERY_CANDIDATES = 200
 def _most(limit: int | None) -> int | None:
     """The candidates a lookup with ``limit`` reads at most (None: every one)."""
     return None if limit is None else max(QUERY_CANDIDATES, CANDIDATES_PER_ANSWER * limit)
-
-
-def fraction(value: object, name: str) -> float:
-    """``value`` as a float in [0, 1], else ParamsError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
-        raise ParamsError(f"{name} must be in [0, 1], got {value!r}")
-    return float(value)
 
 
 # Up to this many documents, check asks for each as query does (one statement each, which also
@@ -142,9 +133,8 @@ def check(
     documents is read in one snapshot (``sketch``, if given, is the batch's, made beforehand); a
     small one document by document, each in its own. ``helper`` gives the collection's scope on a
     second connection, which takes half of a large batch's bucket probe."""
-    floor = config.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ParamsError(f"limit must be a non-negative integer, got {limit!r}")
+    floor = config.threshold if min_jaccard is None else validate.fraction(min_jaccard, "min_jaccard")
+    limit = validate.limit(limit)
     if len(batch) <= _ONE_BY_ONE:
         return [CheckResult(d.id, similar(scope, config, sketcher, d.text, floor, limit)) for d in batch]
     if sketch is None:

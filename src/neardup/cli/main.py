@@ -224,6 +224,7 @@ def _quiet_logs() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 on success, 1 on an error, 2 on bad usage)."""
+    from neardup.cli import hints
     from neardup.errors import NeardupError
 
     arguments = sys.argv[1:] if argv is None else list(argv)
@@ -239,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except NeardupError as exc:
-        print(f"neardup: error: {exc}", file=sys.stderr)
+        print(f"neardup: error: {hints.message(exc)}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0

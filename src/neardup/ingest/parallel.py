@@ -32,9 +32,9 @@ from multiprocessing.context import SpawnProcess
 from multiprocessing.queues import Queue
 from typing import Any
 
-from neardup import errors
+from neardup import errors, validate
 from neardup.collection import open_collection
-from neardup.errors import InternalError, NeardupError, ParamsError
+from neardup.errors import InternalError, NeardupError
 from neardup.ingest.collection import opened_writer
 from neardup.records import Document, Record, documents
 from neardup.result import AddResult
@@ -75,8 +75,7 @@ def add(
 ) -> AddResult:
     """Add ``records`` to collection ``name`` with ``jobs`` writer processes; returns the summed
     result. Errors are raised as the writer raised them (the class and message)."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ParamsError(f"jobs must be a positive integer, got {jobs!r}")
+    jobs = validate.jobs(jobs)
     spawn = multiprocessing.get_context("spawn")  # never fork a process holding connections and threads
     results: Queue[tuple[Any, ...]] = spawn.Queue()
     inboxes: list[Queue[Any]] = [spawn.Queue(maxsize=QUEUE_CHUNKS) for _ in range(jobs)]
