@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from neardup import validate
 from neardup.core.minhash import DEFAULT_NUM_PERM, MAX_NUM_PERM, MAX_SEED, SCHEMES
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import Params
@@ -253,8 +254,7 @@ class IndexConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "threshold", check_threshold(self.threshold))
-        if not isinstance(self.store_text, bool):
-            raise ParamsError(f"store_text must be true or false, got {self.store_text!r}")
+        validate.flag(self.store_text, "store_text")
         if self.params.neighbours and not self.store_text:
             raise ParamsError("neighbours need the texts: give store_text=True with neighbours=True")
 

@@ -40,12 +40,22 @@ def non_negative_int(value: object, name: str) -> int:
     return whole
 
 
-def fraction(value: object, name: str, *, zero: bool = True) -> float:
-    """``value`` as a float in [0, 1], or in (0, 1] without ``zero``."""
+def whole_in(value: object, name: str, low: int, high: int, *, shown: str | None = None) -> int:
+    """``value`` as a whole number in [low, high] (``shown``: how the message writes the range)."""
+    whole = _whole(value)
+    if whole is None or not low <= whole <= high:
+        raise ParamsError(f"{name} must be an integer in {shown or f'[{low}, {high}]'}, got {value!r}")
+    return whole
+
+
+def fraction(value: object, name: str, *, zero: bool = True, one: bool = True) -> float:
+    """``value`` as a float in [0, 1]; without ``zero`` 0 is outside, without ``one`` 1 is."""
     share = float(value) if isinstance(value, Real) and not isinstance(value, bool) else None
     # Written so that NaN fails every comparison, and so the check.
-    if share is None or not ((share >= 0.0) if zero else (share > 0.0)) or not share <= 1.0:
-        raise ParamsError(f"{name} must be in {'[0' if zero else '(0'}, 1], got {value!r}")
+    above = share is not None and (share >= 0.0 if zero else share > 0.0)
+    if share is None or not above or not (share <= 1.0 if one else share < 1.0):
+        span = f"{'[' if zero else '('}0, 1{']' if one else ')'}"
+        raise ParamsError(f"{name} must be in {span}, got {value!r}")
     return share
 
 

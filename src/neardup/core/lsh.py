@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from neardup import validate
 from neardup.core import _kernels
 from neardup.errors import ParamsError
 
@@ -17,8 +18,7 @@ from neardup.errors import ParamsError
 def check_banding(bands: int, rows: int, num_perm: int) -> None:
     """Raise ParamsError unless b bands of r rows fit in num_perm rows."""
     for name, value in (("bands", bands), ("rows", rows)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise ParamsError(f"{name} must be a positive integer, got {value!r}")
+        validate.positive_int(value, name)
     if bands * rows > num_perm:
         raise ParamsError(f"bands*rows = {bands}*{rows} = {bands * rows} exceeds num_perm = {num_perm}")
 
