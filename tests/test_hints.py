@@ -64,7 +64,7 @@ def test_an_error_keeps_its_hint_across_processes() -> None:
     assert hints.message(copy) == "exists; reuse it with --exist-ok"
 
 
-def test_a_database_error_without_its_schema_is_worded_by_each_face(database_url: str, fresh_schema: str) -> None:
+def test_a_missing_schema_is_worded_by_each_face(database_url: str, fresh_schema: str) -> None:
     with Database(database_url, fresh_schema) as db, pytest.raises(SchemaError) as refused:
         db.require_current()
     assert "Database(url).upgrade()" in str(refused.value)
@@ -89,12 +89,13 @@ def _cli_words() -> tuple[set[str], set[str]]:
 
 def test_storage_names_no_command_line_command_or_option() -> None:
     commands, options = _cli_words()
-    assert {"init", "follow", "backup"} <= commands and "--exist-ok" in options
+    assert {"init", "follow", "backup"} <= commands
+    assert "--exist-ok" in options
     # A command as advice is quoted or run ("a neardup backup" is a file, not the command).
     names = "|".join(map(re.escape, sorted(commands)))
     command = re.compile(rf"(`|\brun )neardup ({names})\b")
     # An option in prose (an argv element of a PostgreSQL tool starts with its dashes instead).
-    option = re.compile(r"(?<=[\s(`])(%s)\b(?!=)" % "|".join(map(re.escape, sorted(options))))
+    option = re.compile(r"(?<=[\s(`])({})\b(?!=)".format("|".join(map(re.escape, sorted(options)))))
     found = []
     for path in sorted(STORAGE.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

@@ -13,7 +13,10 @@ def test_creating_a_collection_twice_names_the_body_field(service: Service) -> N
     assert r.status_code == 409
     detail = r.json()["detail"]
     assert detail == (
-        "collection 'hint-http' exists already; open it, or reuse it with \"exist_ok\": true in the request body"
+        "collection 'hint-http' exists already; open it, or reuse it with "
+        '"exist_ok": true in the request body'
     )
-    assert "exist_ok=True" not in detail and "--exist-ok" not in detail
-    assert admin.post("/v1/collections", json={"name": "hint-http", "exist_ok": True}).status_code in (200, 201)
+    assert "exist_ok=True" not in detail
+    assert "--exist-ok" not in detail
+    again = admin.post("/v1/collections", json={"name": "hint-http", "exist_ok": True})
+    assert again.status_code in (200, 201)
