@@ -19,7 +19,8 @@ from neardup.storage.scope import Scope, read_snapshot
 from neardup.verification import hopeful
 
 # Stored contents read and shingled per step of the scan: few round trips, and a step's texts and
-# shingle arrays stay in tens of MB for 1.5 KB texts (the join bounds its own product).
+# shingle arrays stay small beside the collection for texts of any usual length (the join bounds
+# its own product).
 EVALUATION_CHUNK = 2_000
 
 

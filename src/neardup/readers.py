@@ -41,7 +41,7 @@ from neardup.strict_json import DuplicateKeyError, unique_keys
 
 Format = Literal["jsonl", "csv", "tsv", "txt"]
 FORMATS: tuple[Format, ...] = ("jsonl", "csv", "tsv", "txt")
-# CSV fields can hold whole documents; the csv module's default limit (128 KiB) is too small. The
+# CSV fields can hold whole documents; the csv module's default field limit is too small for them. The
 # bound that holds is ours, on a whole record (record_limit), and it does not depend on this one.
 csv.field_size_limit(2**31 - 1)
 UTF8_BOM = b"\xef\xbb\xbf"

@@ -16,7 +16,7 @@ import numpy as np
 from neardup.errors import InputError
 
 Record = tuple[str, str] | tuple[str, str, Mapping[str, Any] | None] | Mapping[str, Any]
-# Ids are keys of a btree index, whose entries must fit in a third of an 8 KiB page (2,704 bytes);
+# Ids are keys of a btree index, whose entries must fit in a third of a default page (2,704 bytes);
 # 2,000 leaves room for the rest of the entry and refuses a too-long id before it reaches SQL.
 ID_MAX_BYTES = 2000
 
@@ -146,8 +146,8 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
-# Ids seen are moved from a dict into sorted numpy arrays this often: a dict entry costs ~170 bytes
-# an id with its place (measured with tracemalloc: 167 MB for 1M), the arrays 16.
+# Ids seen are moved from a dict into sorted numpy arrays this often: a dict entry with its place
+# costs ten times the arrays' 16 bytes an id.
 _MERGE_EVERY = 50_000
 # A place is a source (a file, or "record") and a number (a line, or a position) in one int64.
 _NUMBER_BITS = 40
@@ -155,7 +155,7 @@ _NUMBER_BITS = 40
 # most twice as many): about one bit in 16 is set, so a new id reaches the arrays' binary search
 # one time in 16 or less. That search is a numpy call, which releases and retakes the GIL; ids are
 # read on a thread beside the sketching and writing ones, and a call per id cost them the GIL at
-# every record (py-spy of a 200,000-document ingest: a third of the reading thread's time).
+# every record, which was a large share of the reading thread's time.
 _BITS_PER_ID = 16
 _MIN_BITMAP_BYTES = 1 << 16
 

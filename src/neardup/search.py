@@ -76,7 +76,7 @@ _ONE_BY_ONE = 8
 
 # From this many distinct keys on, a batch's bucket probe is split in two key ranges, one read on a
 # second connection in the same snapshot: the probe is one server process's index descents (most of
-# a check of new texts, py-spy of bench_profile), and the other core is idle meanwhile. Below it,
+# a check of new texts), and the other core is idle meanwhile. Below it,
 # the two statements' round trips and the snapshot's export cost more than they save.
 SPLIT_PROBE_KEYS = 20_000
 

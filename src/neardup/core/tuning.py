@@ -7,8 +7,8 @@ not a property of any corpus):
 * false-positive rate  FP = (1/t)     * integral_0^t P(s) ds       (mean P below t)
 * false-negative rate  FN = (1/(1-t)) * integral_t^1 (1 - P(s)) ds (mean miss above t)
 
-Both are normalised by the length of their interval. datasketch's tuner leaves them unnormalised
-(its issue #129), which weighs false positives t/(1-t) times more than asked: 4x at t = 0.8.
+Both are normalised by the length of their interval. datasketch's tuner leaves them unnormalised,
+which weighs false positives t/(1-t) times more than asked: four times at t = 0.8.
 The integrals have a closed form: with u = s^r, the integral of (1 - s^r)^b over [0, x] is
 (1/r) B(1/r, b + 1) I(x^r; 1/r, b + 1), I the regularised incomplete beta function, so each
 banding costs a few special-function calls whatever num_perm is (quadrature exact for the
@@ -145,9 +145,9 @@ def _linear_bin_recall(
 
 
 # Where the prior puts the pairs of the threshold's bin: a density falling linearly across it, at
-# the bin's top this share of its value at t. Measured on Debian package descriptions and on
-# make_corpus.py's synthetic corpus (bench/bench_pair_density.py), the pairs of a bin fall towards
-# its top in most bins, the steepest as if to about 0.4 of their density at t; the prior is
+# the bin's top this share of its value at t. On Debian package descriptions and on make_corpus.py's
+# synthetic corpus (docs/benchmarks/ has the densities), the pairs of a bin fall towards its top in
+# most bins, the steepest as if to about 0.4 of their density at t; the prior is
 # steeper than any bin measured, so that a corpus more bunched than those is still covered.
 PRIOR_TOP = 0.2
 # Quadrature nodes of a prior's points and weights (its recall itself is in closed form).

@@ -40,7 +40,7 @@ TRIGGERS = {
 # The trigger function, one per followed table (its names are written into it, so that every
 # statement is static and planned once a session; one function for every table, reading the id
 # column from the trigger's arguments, had to EXECUTE dynamic SQL, which doubled the triggers' cost
-# to a single-row INSERT in bench_follow.py). It queues the ids a statement touched (an update the
+# to a single-row INSERT). It queues the ids a statement touched (an update the
 # old and the new, which differ when the id changes) in one INSERT ... SELECT, and notifies
 # followers once. SECURITY DEFINER: the table's writers need no grant on the queue.
 _FUNCTION_BODY = """
