@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal, NamedTuple, cast
 
 from neardup.errors import InputError
-from neardup.records import Document, SeenIds, document_of
+from neardup.records import Checked, Document, SeenIds, document_of
 from neardup.strict_json import DuplicateKeyError, unique_keys
 
 Format = Literal["jsonl", "csv", "tsv", "txt"]
@@ -497,11 +497,17 @@ def _file_text(path: Path, max_text_length: int) -> str:
 
 def checked(
     records: Iterable[SourceRecord], on_bad: OnBad | None = None, max_text_length: int | None = None
-) -> Iterator[Document]:
+) -> Checked:
     """Records as the index takes them, each checked where it was read (file:line): a bad record,
     a text over ``max_text_length`` characters or an id repeated anywhere in the input raises
     InputError, or with ``on_bad`` is reported there and left out. An empty or whitespace-only
     text is a document like any other (stored, nobody's duplicate)."""
+    return Checked(_checked(records, on_bad, max_text_length))
+
+
+def _checked(
+    records: Iterable[SourceRecord], on_bad: OnBad | None, max_text_length: int | None
+) -> Iterator[Document]:
     seen = SeenIds()
     for r in records:
         try:

@@ -94,9 +94,26 @@ def _string_problem(value: str) -> str | None:
     return None
 
 
+class Checked(Iterator[Document]):
+    """Documents whose ids the maker has checked against the whole input already (``readers.checked``,
+    a table's rows, a parallel writer's share of them): ``documents`` hands them on as they are, so
+    that one input keeps one table of the ids seen, however many stages it passes."""
+
+    def __init__(self, docs: Iterable[Document]) -> None:
+        self._docs = iter(docs)
+
+    def __next__(self) -> Document:
+        return next(self._docs)
+
+
 def documents(records: Iterable[Record], start: int = 0) -> Iterator[Document]:
     """Each record as a ``Document``, checked where it stands (``record {start + i}``); an id
-    repeated anywhere in ``records`` is refused with InputError naming both places."""
+    repeated anywhere in ``records`` is refused with InputError naming both places. ``Checked``
+    documents are handed on as they are."""
+    return records if isinstance(records, Checked) else _documents(records, start)
+
+
+def _documents(records: Iterable[Record], start: int) -> Iterator[Document]:
     seen = SeenIds()
     for position, record in enumerate(records, start):
         where = f"record {position}"

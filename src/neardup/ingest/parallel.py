@@ -36,7 +36,7 @@ from neardup import errors, validate
 from neardup.collection import open_collection
 from neardup.errors import InternalError, NeardupError
 from neardup.ingest.collection import opened_writer
-from neardup.records import Document, Record, documents
+from neardup.records import Checked, Document, Record, documents
 from neardup.result import AddResult
 from neardup.storage import catalog
 from neardup.storage.connect import Connection, translated
@@ -234,7 +234,7 @@ def _write(
 
     numbers: deque[int] = deque()
 
-    def arriving() -> Iterator[tuple[Any, ...]]:
+    def arriving() -> Iterator[Document]:
         while True:
             item = inbox.get()
             if item == _END:
@@ -243,7 +243,7 @@ def _write(
                 raise _AbortedError
             for doc_id, text, meta, number in item:
                 numbers.append(number)  # read by the writer right after the record
-                yield doc_id, text, meta
+                yield Document(doc_id, text, meta)
 
     def numbered() -> Iterator[int]:
         while True:
@@ -254,7 +254,7 @@ def _write(
     try:
         with opened_writer(url, schema, name) as writer:
             total = writer.add(
-                arriving(),
+                Checked(arriving()),  # checked, repeats across every writer's share too, as read
                 batch_size=batch_size,
                 progress=lambda r: results.put(("progress", k, r)),
                 concurrent=True,
