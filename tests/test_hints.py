@@ -104,3 +104,15 @@ def test_storage_names_no_command_line_command_or_option() -> None:
                     if m := pattern.search(node.value):
                         found.append(f"{path.name}:{node.lineno}: {m.group(0)!r}")
     assert found == []
+
+
+def test_the_command_line_names_no_python_keyword() -> None:
+    cli = STORAGE.parent / "cli"
+    keyword = re.compile(r"\b[a-z_]+=(True|False|None)\b|\b(Index|Database)\.\w+\(")
+    found = [
+        f"{path.name}:{node.lineno}: {m.group(0)!r}"
+        for path in sorted(cli.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := keyword.search(node.value))
+    ]
+    assert found == []

@@ -256,7 +256,7 @@ class IndexConfig:
         object.__setattr__(self, "threshold", check_threshold(self.threshold))
         validate.flag(self.store_text, "store_text")
         if self.params.neighbours and not self.store_text:
-            raise ParamsError("neighbours need the texts: give store_text=True with neighbours=True")
+            raise ParamsError("neighbours need the stored texts: a collection without its texts keeps none")
 
     @classmethod
     def new(

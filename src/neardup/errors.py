@@ -27,6 +27,7 @@ class Hint:
 # Each remedy in the Python API's words; the command line and the service keep their own.
 REMEDIES: dict[str, str] = {
     "upgrade": "Database(url).upgrade()",
+    "rebuild_neighbours": "index.rebuild(neighbours=True)",
     "changes_feed": "Database(url).changes_feed({name!r}, True)",
     "follow_install": "neardup.follow.install(source) with the same source",
     "carry_across": (

@@ -37,7 +37,7 @@ def evaluate(
     ``Index.evaluate``); reads one snapshot."""
     if not config.store_text:
         raise TextNotStoredError(
-            f"collection {name!r} stores no text (created with store_text=False), "
+            f"collection {name!r} stores no text (it was created without its texts), "
             "so there is nothing to compute the exact Jaccard from"
         )
     sample = validate.positive_int(sample, "sample")

@@ -28,7 +28,7 @@ from neardup.core.fingerprints import WINDOW, fingerprints, probes
 from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketcher
 from neardup.core.verify import agreement_with
-from neardup.errors import InputError, ParamsError
+from neardup.errors import Hint, InputError, ParamsError
 from neardup.storage import documents
 from neardup.storage import fingerprints as stored_fingerprints
 from neardup.storage.connect import transaction
@@ -83,8 +83,8 @@ def require_neighbours(config: IndexConfig, name: str) -> None:
     """ParamsError, saying how to enable them, unless the collection keeps its neighbours."""
     if not config.params.neighbours:
         raise ParamsError(
-            f"collection {name!r} keeps no neighbours, so it answers neither top-k nor containment: "
-            "rebuild it with them (neardup rebuild --neighbours, or Index.rebuild(neighbours=True))"
+            f"collection {name!r} keeps no neighbours, so it answers neither top-k nor containment",
+            hint=Hint("rebuild it with them:", remedy="rebuild_neighbours"),
         )
 
 

@@ -6,6 +6,7 @@ from neardup.errors import Hint, NeardupError
 
 REMEDIES: dict[str, str] = {
     "upgrade": "`neardup db upgrade`",
+    "rebuild_neighbours": "`neardup rebuild --neighbours`",
     "changes_feed": "`neardup changes-feed on --collection {name}`",
     "follow_install": "`neardup follow --install` with the same options",
     "carry_across": (

@@ -114,6 +114,7 @@ def _reviewer(request: Request) -> dict[str, Any]:
 # Each remedy in the words of an HTTP client, who asks the service's operator for steps it cannot take.
 REMEDIES: dict[str, str] = {
     "upgrade": "the operator's `neardup db upgrade`",
+    "rebuild_neighbours": "the operator's `neardup rebuild --neighbours`",
     "changes_feed": "the operator's `neardup changes-feed on --collection {name}`",
     "follow_install": "the operator's `neardup follow --install`",
     "carry_across": "the operator's backup and restore across PostgreSQL {made} and {have}",
