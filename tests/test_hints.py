@@ -113,6 +113,8 @@ def test_the_command_line_names_no_python_keyword() -> None:
         f"{path.name}:{node.lineno}: {m.group(0)!r}"
         for path in sorted(cli.rglob("*.py"))
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and (m := keyword.search(node.value))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and (m := keyword.search(node.value))
     ]
     assert found == []
