@@ -126,7 +126,7 @@ def test_restore_names_the_schema_a_backup_holds_and_refuses_what_is_no_backup(
     archive = tmp_path / "backup.dump"
     assert _cli(database_url, fresh_schema, "backup", "--out", str(archive)) == 0
     assert _cli(second_database, "elsewhere", "restore", str(archive)) == 1
-    assert f"holds schema {fresh_schema!r}, not 'elsewhere' (restore it with --schema {fresh_schema})" in (
+    assert f"holds schema {fresh_schema!r}, not 'elsewhere'; restore it with --schema {fresh_schema}" in (
         capsys.readouterr().err
     )
     junk = tmp_path / "junk.dump"

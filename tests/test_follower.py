@@ -470,14 +470,18 @@ def test_follow_refuses_what_it_cannot_follow(
 ) -> None:
     table = _make_table(database_url, source_schema, 3)
     index = make_index()
-    with pytest.raises(SchemaError, match="run `neardup follow --install`"):
+    install_first = r"install its triggers first with neardup\.follow\.install\(source\)"
+    with pytest.raises(SchemaError, match=install_first):
         _follower(database_url, table, index.name, schema)
-    with pytest.raises(ParamsError, match=r"--table 'nowhere\.none': no such table"):
+    with pytest.raises(ParamsError, match=r"^table 'nowhere\.none': no such table"):
         follow.install(_source(database_url, "nowhere.none", schema))
-    with pytest.raises(ParamsError, match=r"--text-column 'bodyy': table .* has no such column"):
+    with pytest.raises(ParamsError, match=r"^text column 'bodyy': table .* has no such column"):
         follow.install(follow.Source(database_url, table, "id", "bodyy", (), schema))
     follow.install(_source(database_url, table, schema))
-    with pytest.raises(ParamsError, match=r"--id-column 'tag': the triggers .* queue column 'id'"):
+    with pytest.raises(
+        ParamsError,
+        match=r"^id column 'tag': the triggers .* 'id'; to change it, install them again with neardup",
+    ):
         follow.Follower(
             follow.Source(database_url, table, "tag", "body", (), schema),
             database_url,
@@ -546,7 +550,7 @@ def test_cli_install_once_uninstall(database_url: str, source_schema: str, cli: 
     where = ["--source-db", database_url, "--table", table, "--text-column", "body"]
     status, _, err = cli("follow", *where, "--once")
     assert status == 1
-    assert "run `neardup follow --install`" in err
+    assert "install its triggers first with `neardup follow --install` with the same options" in err
     assert cli("follow", *where, "--install")[0] == 0
     status, _, err = cli("follow", *where, "--once")
     assert status == 0, err

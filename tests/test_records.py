@@ -191,3 +191,24 @@ def test_the_repeat_rule_is_the_same_in_the_library_and_the_command_line(
     command_line = refusal(lambda: list(checked(source)))
     assert library == command_line
     assert (library is None) == (len(set(ids)) == len(ids))
+
+
+def test_one_input_keeps_one_table_of_seen_ids(make_index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[object] = []
+    original = records.SeenIds.__init__
+
+    def counted(self: records.SeenIds) -> None:
+        made.append(self)
+        original(self)
+
+    monkeypatch.setattr(records.SeenIds, "__init__", counted)
+    rows = [
+        SourceRecord(f"d{i}", f"text number {i} of a few words", None, f"in:{i + 1}", "") for i in range(5)
+    ]
+    docs = readers.checked(rows)
+    assert records.documents(docs) is docs  # handed on: the reader checked the ids already
+    result = make_index().add(docs, batch_size=2)
+    assert result.added == 5
+    assert len(made) == 1
+    assert len(list(records.documents([("a", "x"), ("b", "y")]))) == 2
+    assert len(made) == 2  # records that are not Checked get their own

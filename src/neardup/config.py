@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, get_args
 
+from neardup import validate
 from neardup.core.minhash import DEFAULT_NUM_PERM, MAX_NUM_PERM, MAX_SEED, SCHEMES
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import Params
@@ -36,7 +37,7 @@ MAX_RETENTION_HOURS = 1_000_000
 # A pair sharing 80% of its shingles is a near-copy in the sense of Broder's web study and of
 # most dedup pipelines (MMDS ch. 3 uses 0.8 as its running example).
 DEFAULT_THRESHOLD = 0.8
-# The tuner weighs a missed pair 4x a false candidate: candidates are verified exactly, so a
+# The tuner weighs a missed pair four times a false candidate: candidates are verified exactly, so a
 # false positive costs a set merge while a false negative is a duplicate nobody ever sees.
 # At t = 0.8, n = 128 these weights alone pick 16 x 8; with the recall target in the threshold's
 # bin (DEFAULT_RECALL_AT_THRESHOLD) 16 x 7 (docs/benchmarks/threshold.md).
@@ -253,10 +254,9 @@ class IndexConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "threshold", check_threshold(self.threshold))
-        if not isinstance(self.store_text, bool):
-            raise ParamsError(f"store_text must be true or false, got {self.store_text!r}")
+        validate.flag(self.store_text, "store_text")
         if self.params.neighbours and not self.store_text:
-            raise ParamsError("neighbours need the texts: give store_text=True with neighbours=True")
+            raise ParamsError("neighbours need the stored texts: a collection without its texts keeps none")
 
     @classmethod
     def new(
@@ -269,7 +269,7 @@ class IndexConfig:
         **fields: Any,
     ) -> IndexConfig:
         """A configuration for a new collection: bands and rows tuned for ``threshold`` (weighing
-        a miss 4x a false candidate, and reaching ``recall_at_threshold`` in the threshold's bin)
+        a miss four times a false candidate, and reaching ``recall_at_threshold`` in the threshold's bin)
         unless both are given; ``fields`` are other ``Params`` fields."""
         threshold = check_threshold(threshold)
         _refuse_unknown(fields)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from neardup import own_pairs
+from neardup import own_pairs, validate
 from neardup.config import IndexConfig
 from neardup.core.distinct import distinct
 from neardup.core.exact_join import JoinPairs, SetJoin, distinct_pairs
@@ -19,7 +19,8 @@ from neardup.storage.scope import Scope, read_snapshot
 from neardup.verification import hopeful
 
 # Stored contents read and shingled per step of the scan: few round trips, and a step's texts and
-# shingle arrays stay in tens of MB for 1.5 KB texts (the join bounds its own product).
+# shingle arrays stay small beside the collection for texts of any usual length (the join bounds
+# its own product).
 EVALUATION_CHUNK = 2_000
 
 
@@ -36,13 +37,11 @@ def evaluate(
     ``Index.evaluate``); reads one snapshot."""
     if not config.store_text:
         raise TextNotStoredError(
-            f"collection {name!r} stores no text (created with store_text=False), "
+            f"collection {name!r} stores no text (it was created without its texts), "
             "so there is nothing to compute the exact Jaccard from"
         )
-    if isinstance(sample, bool) or not isinstance(sample, int | np.integer) or sample < 1:
-        raise ParamsError(f"sample must be a positive integer, got {sample!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ParamsError(f"seed must be a non-negative integer, got {seed!r}")
+    sample = validate.positive_int(sample, "sample")
+    seed = validate.non_negative_int(seed, "seed")
     threshold = config.threshold
     floor = default_floor(threshold) if floor is None else float(floor)
     if not 0.0 < floor <= threshold:

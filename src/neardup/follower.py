@@ -73,9 +73,9 @@ class Source:
         queue.check_columns(
             found,
             {
-                "--id-column": [self.id_column],
-                "--text-column": [self.text_column],
-                "--meta-columns": list(self.meta_columns),
+                "id column": [self.id_column],
+                "text column": [self.text_column],
+                "meta column": list(self.meta_columns),
             },
         )
         return found

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, overload
 
-from neardup import complete, neighbours, own_pairs
+from neardup import complete, neighbours, own_pairs, validate
 from neardup.arrow import Table, rows_of
 from neardup.collection import config_of, open_collection
 from neardup.config import DEFAULT_BATCH_SIZE, DEFAULT_KEEP, DEFAULT_THRESHOLD, IndexConfig, check_keep
@@ -30,6 +30,7 @@ from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD, check_threshold
 from neardup.errors import (
     CollectionExistsError,
     CollectionNotFoundError,
+    Hint,
     NeardupError,
     ParamsError,
     ParamsMismatchError,
@@ -40,7 +41,7 @@ from neardup.evaluation_sample import evaluate
 from neardup.neighbours import Contained, Direction
 from neardup.records import Record, to_document
 from neardup.result import AddResult
-from neardup.search import CheckResult, check_all, fraction, similar
+from neardup.search import CheckResult, check_all, similar
 from neardup.stages import NO_CLOCK, StageClock
 from neardup.storage import catalog, changes, citus, fingerprints, listings, migrate, statistics
 from neardup.storage import documents as document_rows
@@ -155,7 +156,7 @@ def _insert_or_reuse(
         )
     if not exist_ok:
         raise CollectionExistsError(
-            f"collection {name!r} exists already; open it, or pass exist_ok=True to reuse it"
+            f"collection {name!r} exists already", hint=Hint("open it, or reuse it with", "exist_ok")
         )
     config_of(row).require_same(config)
     if row.keep != keep:
@@ -299,8 +300,9 @@ class Index:
         """
         check_collection_name(name)
         feed = bool(changes_feed), changes.retention(changes_feed, changes_retention_hours)
-        if shards is not None and (distributed is not True or isinstance(shards, bool) or shards < 1):
-            raise ParamsError(f"shards = {shards!r}: give a count of at least 1, and only with distributed")
+        if shards is not None and distributed is not True:
+            raise ParamsError(f"shards = {shards!r}: give it only with distributed=True")
+        shards = None if shards is None else validate.positive_int(shards, "shards")
         config = IndexConfig.new(
             threshold,
             bands=bands,
@@ -409,8 +411,7 @@ class Index:
         they committed since, and writes its contents again if one of its new texts was stored
         meanwhile (docs/distributed.md, "Writers in parallel").
         """
-        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-            raise ParamsError(f"jobs must be a positive integer, got {jobs!r}")
+        jobs = validate.jobs(jobs)
         records = rows_of(records, id, text, meta)
         if jobs > 1:
             if batch_size is None:
@@ -537,12 +538,9 @@ class Index:
             raise ParamsError("ask for the top k or for a min_containment, not both at once")
         if min_jaccard is not None:
             raise ParamsError("min_jaccard goes with a similarity query, not with top-k or containment")
-        if limit is not None and (
-            k is not None or isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
-        ):
-            raise ParamsError(
-                f"limit goes with a similarity or containment query, a non-negative integer, got {limit!r}"
-            )
+        if limit is not None and k is not None:
+            raise ParamsError("limit goes with a similarity or containment query, not with top-k")
+        limit = validate.limit(limit)
         top = neighbours.top_k(k) if k is not None else None
         share = neighbours.min_containment(containment) if containment is not None else None
         way = neighbours.direction(way)
@@ -571,8 +569,7 @@ class Index:
         them (a bad one raises InputError naming its position), ``batch_size`` per round trip.
         With ``k`` or ``min_containment`` (a collection made with ``neighbours=True``), each
         record's matches are ``query``'s answers to them, asked record by record."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ParamsError(f"batch_size must be a positive integer, got {batch_size!r}")
+        batch_size = validate.positive_int(batch_size, "batch_size")
         checked = (to_document(r, f"record {n}") for n, r in enumerate(records))
         if k is not None or min_containment is not None:
             # Checked before the first record is read, as the other options are.
@@ -611,11 +608,8 @@ class Index:
         The listing reads one snapshot on a connection of its own, so writes made while it is open
         commit independently of it.
         """
-        floor = self.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
-        if cluster is not None and (
-            isinstance(cluster, bool) or not isinstance(cluster, int) or not 0 <= cluster < 2**63
-        ):
-            raise ParamsError(f"cluster must be a cluster id (a whole number in [0, 2**63)), got {cluster!r}")
+        floor = self.threshold if min_jaccard is None else validate.fraction(min_jaccard, "min_jaccard")
+        cluster = None if cluster is None else validate.cluster_id(cluster, "cluster")
         doing = f"listing pairs of {self.name!r}"
         return listings.pairs(self._url, self._scope, floor, doing, cluster)
 
@@ -641,11 +635,8 @@ class Index:
         pair (id_a < id_b, similarity) once, in no particular order, streamed in parts from one
         snapshot on a connection of its own. Quadratic: a cluster of k near-copies has about
         k²/2 pairs, each verified. ClusterNotFoundError if no stored content has that cluster id."""
-        floor = self.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
-        if isinstance(cluster_id, bool) or not isinstance(cluster_id, int) or not 0 <= cluster_id < 2**63:
-            raise ParamsError(
-                f"cluster_id must be a cluster id (a whole number in [0, 2**63)), got {cluster_id!r}"
-            )
+        floor = self.threshold if min_jaccard is None else validate.fraction(min_jaccard, "min_jaccard")
+        cluster_id = validate.cluster_id(cluster_id)
         doing = f"listing the pairs of cluster {cluster_id} of {self.name!r}"
         return complete.cluster_pairs(
             self._url, self._scope, self.name, self.config, self._sketch, cluster_id, floor, doing

@@ -22,12 +22,13 @@ from typing import Literal, NamedTuple, get_args
 import numpy as np
 import numpy.typing as npt
 
+from neardup import validate
 from neardup.config import IndexConfig
 from neardup.core.fingerprints import WINDOW, fingerprints, probes
 from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketcher
 from neardup.core.verify import agreement_with
-from neardup.errors import InputError, ParamsError
+from neardup.errors import Hint, InputError, ParamsError
 from neardup.storage import documents
 from neardup.storage import fingerprints as stored_fingerprints
 from neardup.storage.connect import transaction
@@ -63,16 +64,12 @@ class Contained(NamedTuple):
 
 def top_k(value: object) -> int:
     """``value`` as a count of answers (a positive integer), else ParamsError."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ParamsError(f"top_k must be a positive integer, got {value!r}")
-    return value
+    return validate.positive_int(value, "top_k")
 
 
 def min_containment(value: object) -> float:
     """``value`` as a containment threshold in (0, 1], else ParamsError."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < float(value) <= 1.0:
-        raise ParamsError(f"min_containment must be in (0, 1], got {value!r}")
-    return float(value)
+    return validate.fraction(value, "min_containment", zero=False)
 
 
 def direction(value: object) -> Direction:
@@ -86,8 +83,8 @@ def require_neighbours(config: IndexConfig, name: str) -> None:
     """ParamsError, saying how to enable them, unless the collection keeps its neighbours."""
     if not config.params.neighbours:
         raise ParamsError(
-            f"collection {name!r} keeps no neighbours, so it answers neither top-k nor containment: "
-            "rebuild it with them (neardup rebuild --neighbours, or Index.rebuild(neighbours=True))"
+            f"collection {name!r} keeps no neighbours, so it answers neither top-k nor containment",
+            hint=Hint("rebuild it with them:", remedy="rebuild_neighbours"),
         )
 
 

@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal, NamedTuple, cast
 
 from neardup.errors import InputError
-from neardup.records import Document, SeenIds, document_of
+from neardup.records import Checked, Document, SeenIds, document_of
 from neardup.strict_json import DuplicateKeyError, unique_keys
 
 Format = Literal["jsonl", "csv", "tsv", "txt"]
 FORMATS: tuple[Format, ...] = ("jsonl", "csv", "tsv", "txt")
-# CSV fields can hold whole documents; the csv module's default limit (128 KiB) is too small. The
+# CSV fields can hold whole documents; the csv module's default field limit is too small for them. The
 # bound that holds is ours, on a whole record (record_limit), and it does not depend on this one.
 csv.field_size_limit(2**31 - 1)
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -497,11 +497,17 @@ def _file_text(path: Path, max_text_length: int) -> str:
 
 def checked(
     records: Iterable[SourceRecord], on_bad: OnBad | None = None, max_text_length: int | None = None
-) -> Iterator[Document]:
+) -> Checked:
     """Records as the index takes them, each checked where it was read (file:line): a bad record,
     a text over ``max_text_length`` characters or an id repeated anywhere in the input raises
     InputError, or with ``on_bad`` is reported there and left out. An empty or whitespace-only
     text is a document like any other (stored, nobody's duplicate)."""
+    return Checked(_checked(records, on_bad, max_text_length))
+
+
+def _checked(
+    records: Iterable[SourceRecord], on_bad: OnBad | None, max_text_length: int | None
+) -> Iterator[Document]:
     seen = SeenIds()
     for r in records:
         try:

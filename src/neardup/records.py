@@ -16,7 +16,7 @@ import numpy as np
 from neardup.errors import InputError
 
 Record = tuple[str, str] | tuple[str, str, Mapping[str, Any] | None] | Mapping[str, Any]
-# Ids are keys of a btree index, whose entries must fit in a third of an 8 KiB page (2,704 bytes);
+# Ids are keys of a btree index, whose entries must fit in a third of a default page (2,704 bytes);
 # 2,000 leaves room for the rest of the entry and refuses a too-long id before it reaches SQL.
 ID_MAX_BYTES = 2000
 
@@ -94,9 +94,26 @@ def _string_problem(value: str) -> str | None:
     return None
 
 
+class Checked(Iterator[Document]):
+    """Documents whose ids the maker has checked against the whole input already (``readers.checked``,
+    a table's rows, a parallel writer's share of them): ``documents`` hands them on as they are, so
+    that one input keeps one table of the ids seen, however many stages it passes."""
+
+    def __init__(self, docs: Iterable[Document]) -> None:
+        self._docs = iter(docs)
+
+    def __next__(self) -> Document:
+        return next(self._docs)
+
+
 def documents(records: Iterable[Record], start: int = 0) -> Iterator[Document]:
     """Each record as a ``Document``, checked where it stands (``record {start + i}``); an id
-    repeated anywhere in ``records`` is refused with InputError naming both places."""
+    repeated anywhere in ``records`` is refused with InputError naming both places. ``Checked``
+    documents are handed on as they are."""
+    return records if isinstance(records, Checked) else _documents(records, start)
+
+
+def _documents(records: Iterable[Record], start: int) -> Iterator[Document]:
     seen = SeenIds()
     for position, record in enumerate(records, start):
         where = f"record {position}"
@@ -146,8 +163,8 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
-# Ids seen are moved from a dict into sorted numpy arrays this often: a dict entry costs ~170 bytes
-# an id with its place (measured with tracemalloc: 167 MB for 1M), the arrays 16.
+# Ids seen are moved from a dict into sorted numpy arrays this often: a dict entry with its place
+# costs ten times the arrays' 16 bytes an id.
 _MERGE_EVERY = 50_000
 # A place is a source (a file, or "record") and a number (a line, or a position) in one int64.
 _NUMBER_BITS = 40
@@ -155,7 +172,7 @@ _NUMBER_BITS = 40
 # most twice as many): about one bit in 16 is set, so a new id reaches the arrays' binary search
 # one time in 16 or less. That search is a numpy call, which releases and retakes the GIL; ids are
 # read on a thread beside the sketching and writing ones, and a call per id cost them the GIL at
-# every record (py-spy of a 200,000-document ingest: a third of the reading thread's time).
+# every record, which was a large share of the reading thread's time.
 _BITS_PER_ID = 16
 _MIN_BITMAP_BYTES = 1 << 16
 

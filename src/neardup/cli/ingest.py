@@ -98,6 +98,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     Example: neardup add crawl.parquet --id-field doc_id --text-field body --meta-fields url,lang
     """
+    from neardup.cli import hints
     from neardup.errors import DatabaseConnectionError
     from neardup.inputs import read_inputs
     from neardup.readers import check_paths, checked
@@ -128,7 +129,8 @@ def cmd_add(args: argparse.Namespace) -> int:
             )
         except DatabaseConnectionError as exc:
             raise DatabaseConnectionError(
-                f"{exc}; the batches before it are stored: run the same command again to finish the import"
+                f"{hints.message(exc)}; the batches before it are stored: run the same command again to "
+                "finish the import"
             ) from exc
         finally:
             _write_rejects(args.rejects, rejected)

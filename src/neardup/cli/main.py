@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib
 import logging
 import re
 import sys
@@ -11,51 +12,27 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from neardup import __version__
-from neardup.cli import (
-    backup,
-    changes,
-    collections,
-    evaluate,
-    follow,
-    ingest,
-    labels,
-    listing,
-    schema,
-    server,
-    tokens,
-)
 from neardup.cli.command import COMMANDS, Command
 from neardup.cli.options import output_format
 
-# The order of the commands in ``neardup --help``: a new collection's life, then the rest.
-ORDER = (
-    "init",
-    "rebuild",
-    "add",
-    "query",
-    "pairs",
-    "clusters",
-    "check",
-    "dedup",
-    "remove",
-    "follow",
-    "stats",
-    "changes",
-    "changes-feed",
-    "eval",
-    "tune",
+# The modules of commands, in the order ``neardup --help`` lists them (each module's commands in
+# the order it declares them): a collection's life first, then the rest. Importing a module
+# registers its commands.
+COMMAND_MODULES = (
     "collections",
-    "drop",
-    "db",
+    "ingest",
+    "listing",
+    "follow",
+    "changes",
+    "evaluate",
+    "schema",
     "backup",
-    "restore",
-    "serve",
-    "token",
-    "labels",
     "server",
+    "tokens",
+    "labels",
 )
-# Each module registers its commands as it is imported; named here so that the import is used.
-MODULES = (backup, changes, collections, evaluate, follow, ingest, labels, listing, schema, server, tokens)
+for _module in COMMAND_MODULES:
+    importlib.import_module(f"neardup.cli.{_module}")
 # The options every command takes, before or after its name, that take a value (so the command's
 # name can be found before parsing).
 _GLOBAL_VALUES = ("--db", "--collection", "--schema")
@@ -170,6 +147,10 @@ def _add_command(sub: argparse._SubParsersAction[_CommandParser], c: Command, fu
     _global_options(p, after=True, own=_long_options(p))
 
 
+def _place_in_help(c: Command) -> int:
+    return COMMAND_MODULES.index(c.handler.__module__.rsplit(".", 1)[-1])
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser, with every command and its example; with ``only``, the options of that
     command alone (the others keep their name and help), so a command builds no other's options.
@@ -177,8 +158,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(prog="neardup", description="A near-duplicate document index in PostgreSQL.")
     _global_options(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser)
-    for name in ORDER:
-        _add_command(sub, COMMANDS[name], only is None or only == name)
+    for c in sorted(
+        COMMANDS.values(), key=lambda c: COMMAND_MODULES.index(c.handler.__module__.split(".")[-1])
+    ):
+        _add_command(sub, c, only is None or only == c.name)
     return parser
 
 
@@ -224,6 +207,7 @@ def _quiet_logs() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 on success, 1 on an error, 2 on bad usage)."""
+    from neardup.cli import hints
     from neardup.errors import NeardupError
 
     arguments = sys.argv[1:] if argv is None else list(argv)
@@ -239,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except NeardupError as exc:
-        print(f"neardup: error: {exc}", file=sys.stderr)
+        print(f"neardup: error: {hints.message(exc)}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0

@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from neardup import validate
 from neardup.cli.output import OUTPUT_FORMATS, TABLE_FORMATS
 from neardup.errors import ParamsError
 
@@ -63,6 +64,10 @@ def _in(name: str, low: float, high: float, *, open_low: bool = False) -> Callab
     return check
 
 
+def _fraction(name: str, *, zero: bool = True) -> Callable[[float], object]:
+    return lambda value: validate.fraction(value, name, zero=zero)
+
+
 def _at_least(low: int) -> Callable[[float], None]:
     def check(value: float) -> None:
         if not value >= low:
@@ -94,13 +99,13 @@ def _k(value: int) -> None:
 
 
 THRESHOLD = option_type(_number, _threshold, "threshold")
-MIN_JACCARD = option_type(_number, _in("min_jaccard", 0, 1), "min_jaccard")
-TARGET = option_type(_number, _in("target", 0, 1, open_low=True), "target")
-FLOOR = option_type(_number, _in("floor", 0, 1, open_low=True), "floor")
+MIN_JACCARD = option_type(_number, _fraction("min_jaccard"), "min_jaccard")
+TARGET = option_type(_number, _fraction("target", zero=False), "target")
+FLOOR = option_type(_number, _fraction("floor", zero=False), "floor")
 WEIGHT = option_type(_number, _in("weight", 0, float("inf")), "weight")
 POSITIVE = option_type(_integer, _at_least(1), "positive")
 NON_NEGATIVE = option_type(_integer, _at_least(0), "non_negative")
-MIN_CONTAINMENT = option_type(_number, _in("min_containment", 0, 1, open_low=True), "min_containment")
+MIN_CONTAINMENT = option_type(_number, _fraction("min_containment", zero=False), "min_containment")
 PORT = option_type(_integer, _in("port", 0, 65535), "port")
 NUM_PERM = option_type(_integer, lambda n: _minhash(num_perm=n), "num_perm")
 SEED = option_type(_integer, lambda n: _minhash(seed=n), "seed")

@@ -139,6 +139,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _check_schema(url: str, schema: str) -> str:
     """Warn when the database does not answer or its schema is not at this neardup's revision
     (the service starts anyway, answering 503 until it is); returns the URL without its password."""
+    from neardup.cli import hints
     from neardup.database import Database
     from neardup.errors import DatabaseConnectionError
 
@@ -146,7 +147,8 @@ def _check_schema(url: str, schema: str) -> str:
         try:
             current, head = db.revision(), db.head_revision()
         except DatabaseConnectionError as exc:
-            print(f"neardup: warning: {exc} (/healthz says 503 until it answers)", file=sys.stderr)
+            warning = f"{hints.message(exc)} (/healthz says 503 until it answers)"
+            print(f"neardup: warning: {warning}", file=sys.stderr)
             current = head = ""
         if current != head:
             print(

@@ -7,9 +7,9 @@ again years later still hashes to what is stored:
 1. UTF-32-LE, four bytes a code point (collections made before version 2).
 2. UTF-8, surrogate code points as three bytes each as Python's ``"surrogatepass"`` writes them:
    a quarter of the bytes to hash for ASCII text, which a pure-ASCII batch already holds one byte
-   a code point. Hashing was ~40% of a 50,000-text batch's sketching CPU in version 1 (0.84-1.09
-   s of CPU with hashes, 0.50-0.51 s without, by hand on the 1M synthetic corpus); the 1M ingest
-   took 0.95x the time with version 2 (bench_profile.py, three alternated pairs of runs).
+   a code point. Hashing four bytes a code point was a large share of sketching, and a hash's
+   cost follows the bytes it reads, so version 2 hashes the encoding that is smallest for the
+   text most collections hold.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ CONTENT_HASH_VERSIONS = (1, 2)
 CONTENT_HASH_BYTES = 16
 
 
-# Texts converted to UTF-32 at a time: a few MB, so the conversion stays in cache and a batch's
-# hashing never holds a 4-byte copy of all its text (600 MB for 100,000 texts of 1.5 KB).
+# Code points converted to UTF-32 at a time: few enough that the conversion stays in cache, and a
+# batch's hashing never holds a four-byte copy of all its text, which for a large batch of long
+# texts would be several times the batch itself.
 _CHUNK_CODE_POINTS = 1 << 20
 
 

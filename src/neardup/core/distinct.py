@@ -2,7 +2,7 @@
 
 numpy 2.3 and later answer a plain ``np.unique(x)`` from a hash table (``_unique_hash``); on the
 int64 keys of this project (packed content-id pairs, content ids) that path is far slower than a
-sort, and it dominated an add of short, similar documents (bench/bench_distinct.py measures both).
+sort, and it dominated an add of short, similar documents (docs/benchmarks/ compares the two).
 Every one-dimensional ``np.unique`` without ``return_*`` goes through here instead; the forms with
 ``return_inverse``, ``return_counts`` or ``axis`` take numpy's sorting path already.
 """

@@ -18,10 +18,6 @@ import numpy.typing as npt
 from neardup.core import _kernels
 from neardup.core.candidates import mixed_keys, unmixed_buckets
 
-# Bytes a bucket row costs here: its mixed key (8, from which the bucket follows), content id (8),
-# band (2); a content hash ~130 more per content (a dict entry, its bytes and its id).
-ROW_BYTES = 18
-
 
 class IngestMemory:
     """(band, bucket, content) rows in sorted runs (``add`` returns the held rows that share a

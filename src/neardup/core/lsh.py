@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from neardup import validate
 from neardup.core import _kernels
 from neardup.errors import ParamsError
 
@@ -17,8 +18,7 @@ from neardup.errors import ParamsError
 def check_banding(bands: int, rows: int, num_perm: int) -> None:
     """Raise ParamsError unless b bands of r rows fit in num_perm rows."""
     for name, value in (("bands", bands), ("rows", rows)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise ParamsError(f"{name} must be a positive integer, got {value!r}")
+        validate.positive_int(value, name)
     if bands * rows > num_perm:
         raise ParamsError(f"bands*rows = {bands}*{rows} = {bands * rows} exceeds num_perm = {num_perm}")
 
@@ -56,8 +56,8 @@ def distinct_keys(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int16], n
 
     One sort of all the bands at once, not a ``np.unique`` per band: each numpy sort releases the
     GIL and must take it back, which on a thread beside the sketching ones (a check, an ingest)
-    waited up to the interpreter's switch interval each time (py-spy of a 1M check: 16 such calls
-    a batch were over half of the checking thread's time)."""
+    waited up to the interpreter's switch interval each time, and a call per band made those waits
+    most of the checking thread's time."""
     by_band = np.sort(np.asarray(keys, dtype=np.int64).T, axis=1)
     first = np.ones(by_band.shape, dtype=np.bool_)
     first[:, 1:] = by_band[:, 1:] != by_band[:, :-1]

@@ -23,6 +23,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from neardup import validate
 from neardup.core import _kernels
 from neardup.core.ragged import Ragged
 from neardup.errors import ParamsError
@@ -44,12 +45,8 @@ MAX_SEED = 2**63 - 1
 
 def check_minhash(num_perm: int, seed: int, scheme: str) -> None:
     """Raise ParamsError unless the MinHash settings are valid."""
-    if isinstance(num_perm, bool) or not isinstance(num_perm, int | np.integer):
-        raise ParamsError(f"num_perm must be an integer, got {num_perm!r}")
-    if not 1 <= num_perm <= MAX_NUM_PERM:
-        raise ParamsError(f"num_perm must be in [1, {MAX_NUM_PERM}], got {num_perm}")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed <= MAX_SEED:
-        raise ParamsError(f"seed must be an integer in [0, 2**63 - 1], got {seed!r}")
+    validate.whole_in(num_perm, "num_perm", 1, MAX_NUM_PERM)
+    validate.whole_in(seed, "seed", 0, MAX_SEED, shown="[0, 2**63 - 1]")
     if scheme not in SCHEMES:
         raise ParamsError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
 

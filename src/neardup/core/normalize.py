@@ -9,6 +9,7 @@ from typing import Literal
 
 import numpy as np
 
+from neardup import validate
 from neardup.core import _kernels
 from neardup.core.ragged import Ragged
 from neardup.errors import InputError, ParamsError
@@ -44,8 +45,7 @@ class Normalization:
             raise ParamsError(f"unicode_form must be one of {UNICODE_FORMS}, got {self.unicode_form!r}")
         if self.case not in CASE_MODES:
             raise ParamsError(f"case must be one of {CASE_MODES}, got {self.case!r}")
-        if not isinstance(self.collapse_whitespace, bool):
-            raise ParamsError(f"collapse_whitespace must be a bool, got {self.collapse_whitespace!r}")
+        validate.flag(self.collapse_whitespace, "collapse_whitespace")
 
 
 DEFAULT_NORMALIZATION = Normalization()

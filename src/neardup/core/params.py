@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from neardup import validate
 from neardup.core.content import CONTENT_HASH_VERSION
 from neardup.core.lsh import check_banding
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme, check_minhash
@@ -78,17 +79,10 @@ class Params:
         if self.recall_at_threshold is not None:
             check_recall_target(self.recall_at_threshold)
         for name in ("hash_version", "content_hash"):
-            version = getattr(self, name)
-            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-                raise ParamsError(f"{name} must be a positive integer, got {version!r}")
-        if not isinstance(self.neighbours, bool):
-            raise ParamsError(f"neighbours must be true or false, got {self.neighbours!r}")
-        size = self.dense_cluster_size
-        if isinstance(size, bool) or not isinstance(size, int) or size < 2:
-            raise ParamsError(f"dense_cluster_size must be an integer of at least 2, got {size!r}")
-        floor = self.neighbour_floor
-        if isinstance(floor, bool) or not isinstance(floor, int | float) or not 0.0 < float(floor) <= 1.0:
-            raise ParamsError(f"neighbour_floor must be in (0, 1], got {floor!r}")
+            validate.positive_int(getattr(self, name), name)
+        validate.flag(self.neighbours, "neighbours")
+        validate.whole_in(self.dense_cluster_size, "dense_cluster_size", 2, 2**63 - 1, shown="[2, 2**63)")
+        validate.fraction(self.neighbour_floor, "neighbour_floor", zero=False)
 
     @classmethod
     def for_threshold(

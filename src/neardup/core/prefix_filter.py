@@ -9,7 +9,7 @@ by the same count, in B's; the first shared one in the order lies in both. So ev
 above the threshold shares a prefix shingle (``prefix_groups``); pairs that share none are below it.
 The order decides only how many pairs share one (rare shingles first: few), never which pairs at
 or above the threshold do. Where most shingles are common to the sets (short texts of one template,
-issue 39's records), the prefixes hold the rare ones, and far fewer pairs share a prefix shingle
+such as generated records), the prefixes hold the rare ones, and far fewer pairs share a prefix shingle
 than share an LSH bucket.
 """
 

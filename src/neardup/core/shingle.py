@@ -13,6 +13,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from neardup import validate
 from neardup.core import _kernels
 from neardup.core.normalize import DEFAULT_NORMALIZATION, Normalization, encode_batch, is_space_table
 from neardup.core.ragged import Ragged, concat
@@ -28,8 +29,7 @@ def check_shingling(kind: str, k: int) -> None:
     """Raise ParamsError unless kind and k describe a valid shingling."""
     if kind not in SHINGLE_KINDS:
         raise ParamsError(f"shingle kind must be one of {SHINGLE_KINDS}, got {kind!r}")
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 1 <= k <= MAX_K:
-        raise ParamsError(f"shingle k must be an integer in [1, {MAX_K}], got {k!r}")
+    validate.whole_in(k, "shingle k", 1, MAX_K)
 
 
 def shingle_batch(

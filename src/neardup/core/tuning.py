@@ -7,8 +7,8 @@ not a property of any corpus):
 * false-positive rate  FP = (1/t)     * integral_0^t P(s) ds       (mean P below t)
 * false-negative rate  FN = (1/(1-t)) * integral_t^1 (1 - P(s)) ds (mean miss above t)
 
-Both are normalised by the length of their interval. datasketch's tuner leaves them unnormalised
-(its issue #129), which weighs false positives t/(1-t) times more than asked: 4x at t = 0.8.
+Both are normalised by the length of their interval. datasketch's tuner leaves them unnormalised,
+which weighs false positives t/(1-t) times more than asked: four times at t = 0.8.
 The integrals have a closed form: with u = s^r, the integral of (1 - s^r)^b over [0, x] is
 (1/r) B(1/r, b + 1) I(x^r; 1/r, b + 1), I the regularised incomplete beta function, so each
 banding costs a few special-function calls whatever num_perm is (quadrature exact for the
@@ -36,6 +36,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from neardup import validate
 from neardup.core.lsh import check_banding
 from neardup.core.minhash import MAX_NUM_PERM
 from neardup.errors import InternalError, ParamsError
@@ -68,13 +69,7 @@ DEFAULT_RECALL_AT_THRESHOLD = 0.99
 def check_recall_target(recall: object) -> float:
     """``recall`` (a recall-at-threshold target) as a float if it lies in (0, 1), else ParamsError
     (1 cannot be reached: P(s) < 1 for every s < 1)."""
-    if (
-        isinstance(recall, bool)
-        or not isinstance(recall, float | int | np.floating | np.integer)
-        or not 0.0 < float(recall) < 1.0
-    ):
-        raise ParamsError(f"recall_at_threshold must be in (0, 1), got {recall!r}")
-    return float(recall)
+    return validate.fraction(recall, "recall_at_threshold", zero=False, one=False)
 
 
 # A number of bands for every banding, or one for all of them.
@@ -150,9 +145,9 @@ def _linear_bin_recall(
 
 
 # Where the prior puts the pairs of the threshold's bin: a density falling linearly across it, at
-# the bin's top this share of its value at t. Measured on Debian package descriptions and on
-# make_corpus.py's synthetic corpus (bench/bench_pair_density.py), the pairs of a bin fall towards
-# its top in most bins, the steepest as if to about 0.4 of their density at t; the prior is
+# the bin's top this share of its value at t. On Debian package descriptions and on make_corpus.py's
+# synthetic corpus (docs/benchmarks/ has the densities), the pairs of a bin fall towards its top in
+# most bins, the steepest as if to about 0.4 of their density at t; the prior is
 # steeper than any bin measured, so that a corpus more bunched than those is still covered.
 PRIOR_TOP = 0.2
 # Quadrature nodes of a prior's points and weights (its recall itself is in closed form).
@@ -282,13 +277,7 @@ def check_threshold(threshold: object) -> float:
     """``threshold`` as a float if it lies in (0, 1], else ParamsError: the one rule for every
     threshold an index is created, rebuilt, tuned or evaluated with (1 keeps only pairs whose
     shingle sets are equal)."""
-    if (
-        isinstance(threshold, bool)
-        or not isinstance(threshold, float | int | np.floating | np.integer)
-        or not 0.0 < float(threshold) <= 1.0
-    ):
-        raise ParamsError(f"threshold must be in (0, 1], got {threshold!r}")
-    return float(threshold)
+    return validate.fraction(threshold, "threshold", zero=False)
 
 
 def false_positive_rate(threshold: float, bands: int, rows: int) -> float:
@@ -401,12 +390,7 @@ def optimal_params(
     check_threshold(threshold)
     if recall_at_threshold is not None:
         recall_at_threshold = check_recall_target(recall_at_threshold)
-    if (
-        isinstance(num_perm, bool)
-        or not isinstance(num_perm, int | np.integer)
-        or not 1 <= num_perm <= MAX_NUM_PERM
-    ):
-        raise ParamsError(f"num_perm must be an integer in [1, {MAX_NUM_PERM}], got {num_perm!r}")
+    validate.whole_in(num_perm, "num_perm", 1, MAX_NUM_PERM)
     for name, w in (("fp_weight", fp_weight), ("fn_weight", fn_weight)):
         if not isinstance(w, float | int) or not w >= 0.0 or math.isinf(w):
             raise ParamsError(f"{name} must be a finite number >= 0, got {w!r}")

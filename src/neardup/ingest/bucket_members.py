@@ -36,9 +36,10 @@ from neardup.storage import buckets, catalog
 from neardup.storage import documents as document_rows
 from neardup.storage.scope import Scope
 
-# Bucket rows an ingest holds in memory while it defers the bucket index (``ROW_BYTES`` = 18 each,
-# ~300 MB, twice that while two runs merge): a million documents under 16 bands; beyond that the
-# index is built and probed.
+# Bucket rows an ingest holds in memory while it defers the bucket index (a mixed key, a content id
+# and a band each, twice that while two runs merge): enough for a million documents under the
+# default banding, and small beside the memory such an ingest needs anyway; beyond that the index
+# is built and probed.
 DEFERRED_ROWS = 1 << 24
 
 Rows = tuple[np.ndarray, ...]

@@ -11,7 +11,7 @@ by half, the candidates become the pairs that share a prefix shingle *and* a buc
 exact Jaccard, from the sets in memory, reaches the threshold; each part then goes to
 ``verify_pairs`` as before. A pair this drops is below the threshold, so ``verify_pairs`` would
 have rejected it: the pairs stored are the same, with the same similarities
-(tests/ingest/test_hot_buckets.py against brute force). Issue 39's records (short texts of one
+(tests/ingest/test_hot_buckets.py against brute force). Generated records (short texts of one
 template, nearly every pair a candidate, few a duplicate) are the case: their rare shingles fill
 the prefixes. Clusters of near-copies are not (most of their pairs are duplicates): there the
 buckets' pairs are fewer, and the batch enumerates them as before, having paid one read of the

@@ -32,11 +32,11 @@ from multiprocessing.context import SpawnProcess
 from multiprocessing.queues import Queue
 from typing import Any
 
-from neardup import errors
+from neardup import errors, validate
 from neardup.collection import open_collection
-from neardup.errors import InternalError, NeardupError, ParamsError
+from neardup.errors import InternalError, NeardupError
 from neardup.ingest.collection import opened_writer
-from neardup.records import Document, Record, documents
+from neardup.records import Checked, Document, Record, documents
 from neardup.result import AddResult
 from neardup.storage import catalog
 from neardup.storage.connect import Connection, translated
@@ -75,8 +75,7 @@ def add(
 ) -> AddResult:
     """Add ``records`` to collection ``name`` with ``jobs`` writer processes; returns the summed
     result. Errors are raised as the writer raised them (the class and message)."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ParamsError(f"jobs must be a positive integer, got {jobs!r}")
+    jobs = validate.jobs(jobs)
     spawn = multiprocessing.get_context("spawn")  # never fork a process holding connections and threads
     results: Queue[tuple[Any, ...]] = spawn.Queue()
     inboxes: list[Queue[Any]] = [spawn.Queue(maxsize=QUEUE_CHUNKS) for _ in range(jobs)]
@@ -235,7 +234,7 @@ def _write(
 
     numbers: deque[int] = deque()
 
-    def arriving() -> Iterator[tuple[Any, ...]]:
+    def arriving() -> Iterator[Document]:
         while True:
             item = inbox.get()
             if item == _END:
@@ -244,7 +243,7 @@ def _write(
                 raise _AbortedError
             for doc_id, text, meta, number in item:
                 numbers.append(number)  # read by the writer right after the record
-                yield doc_id, text, meta
+                yield Document(doc_id, text, meta)
 
     def numbered() -> Iterator[int]:
         while True:
@@ -255,7 +254,7 @@ def _write(
     try:
         with opened_writer(url, schema, name) as writer:
             total = writer.add(
-                arriving(),
+                Checked(arriving()),  # checked, repeats across every writer's share too, as read
                 batch_size=batch_size,
                 progress=lambda r: results.put(("progress", k, r)),
                 concurrent=True,

@@ -25,8 +25,8 @@ from neardup.verification import Verified
 EXACT, ESTIMATE = "exact", "estimate"
 # A batch that stores at least this many new contents, more than the collection held before it,
 # refreshes the planner's statistics before it commits: until autovacuum's ANALYZE (a minute or
-# more later), the planner guesses a partition's rows, and guessed badly on bench_profile's 1M
-# ingest (every stored text of the collection scanned to read a batch's few thousand). Smaller
+# more later), the planner guesses a partition's rows, and on a large ingest it guessed badly
+# (every stored text of the collection scanned to read a batch's few thousand). Smaller
 # partitions are a few pages, quick under any plan.
 ANALYZE_AFTER = 1_000
 

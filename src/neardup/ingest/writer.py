@@ -20,6 +20,7 @@ from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
+from neardup import validate
 from neardup.config import DEFAULT_BATCH_SIZE, IndexConfig
 from neardup.core.lsh import bucket_rows
 from neardup.core.sketch import Sketch, Sketcher
@@ -100,10 +101,7 @@ class Writer:
         (``prework``). ``numbers``: the document id of each record in turn, taken ahead in input
         order (``catalog.reserve_documents``), so that the earliest in the input is the earliest
         stored whichever writer commits first."""
-        if batch_size is not None and (
-            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
-        ):
-            raise ParamsError(f"batch_size must be a positive integer, got {batch_size!r}")
+        batch_size = validate.batch_size(batch_size, whole=True)
         # Batch i+1 is sketched on a worker while batch i is written here; the second worker probes
         # the stored buckets for batch i, or writes its documents.
         with (

@@ -9,7 +9,7 @@ stays flat either way.
 
 Large blocks (a request's numpy arrays: signatures, keys, candidate pairs) are mapped on their own
 above a threshold and unmapped when freed. But glibc raises that threshold to the size of each
-mapped block freed, up to 32 MiB, so that after a few large requests blocks of up to that size come
+mapped block freed, up to its own ceiling, so that after a few large requests blocks of up to that size come
 from the arenas instead, and a freed one stays resident wherever a smaller live block sits above it:
 resident memory then climbs with the largest requests seen so far (their sizes grow with the
 collection). A fixed threshold keeps them mapped, and returned, whatever came before.

@@ -1,7 +1,7 @@
 """The query's fast path: the service's hottest request answered below the framework, or handed on.
 
 ``POST /v1/collections/{name}/query`` is short in the index, so FastAPI's routing, dependency
-solving and exception layers are a large share of its cost (bench_service.py measures it). This
+solving and exception layers are a large share of its cost (docs/benchmarks/ has the service's figures). This
 layer answers the request itself when everything about it is ordinary: tokens off, or a bearer
 token checked in the last seconds that may read the collection; a JSON body that validates (no
 key repeated); a plain similarity query of a text short enough to sketch on the event loop

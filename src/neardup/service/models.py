@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from neardup.config import CREATE_PARAMETERS, Parameter
+from neardup.database import Change as StoredChange
+from neardup.database import LabelRow
 
 
 class Strict(BaseModel):
@@ -212,29 +217,34 @@ class ClusterPage(BaseModel):
     next: str | None
 
 
-class Change(BaseModel):
+def _mirrored(source: type, doc: str) -> type[BaseModel]:
+    """A response model named and shaped as the dataclass ``source`` (its fields, types and
+    defaults), as JSON carries it: a datetime as its ISO text, as the dataclass's ``to_dict`` writes."""
+    hints = typing.get_type_hints(source)
+    fields: dict[str, Any] = {
+        f.name: (
+            str if hints[f.name] is datetime else hints[f.name],
+            ... if f.default is dataclasses.MISSING else f.default,
+        )
+        for f in dataclasses.fields(source)
+    }
+    return create_model(source.__name__.removesuffix("Row"), __doc__=doc, **fields)
+
+
+Change = _mirrored(
+    StoredChange,
     """One write to the collection, numbered in commit order: ``id`` for a document's,
     ``id_a``/``id_b`` (and ``jaccard`` when added) for a pair's, ``cluster``/``clusters`` for a
     cluster's (merged: the one kept and those merged into it; split: the one split and those its
-    contents are in now)."""
-
-    seq: int
-    at: str
-    kind: str
-    id: str | None = None
-    id_a: str | None = None
-    id_b: str | None = None
-    jaccard: float | None = None
-    cluster: int | None = None
-    clusters: list[int] | None = None
-    dense: bool | None = None
-    """For a cluster's change: whether the cluster is dense (its stored pairs a connecting subset)."""
+    contents are in now); ``dense`` for a cluster's: whether the cluster is dense (its stored pairs
+    a connecting subset).""",
+)
 
 
 class Changes(BaseModel):
     """Changes after ``since`` in order; ``last_seq`` is the ``since`` to ask with next."""
 
-    results: list[Change]
+    results: list[Change]  # type: ignore[valid-type]  # a model made at import, which mypy cannot see
     last_seq: int
 
 
@@ -247,24 +257,15 @@ class NewLabel(Strict):
     note: str = Field("", max_length=10_000)
 
 
-class Label(BaseModel):
-    """A stored label with the pair's current similarity (null: no longer a stored pair)."""
-
-    collection: str
-    id_a: str
-    id_b: str
-    label: str
-    note: str
-    labelled_by: str
-    labelled_at: str
-    similarity: float | None
-    method: str | None
+Label = _mirrored(
+    LabelRow, "A stored label with the pair's current similarity (null: no longer a stored pair)."
+)
 
 
 class Labels(BaseModel):
     """Labels by pair."""
 
-    labels: list[Label]
+    labels: list[Label]  # type: ignore[valid-type]  # as Changes.results
 
 
 # The request body of add and check, for the OpenAPI document (the route parses it itself, to

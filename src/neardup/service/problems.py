@@ -3,6 +3,7 @@ generic document for anything unexpected (logged here, never shown to the client
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from http import HTTPStatus
@@ -22,6 +23,7 @@ from neardup.errors import (
     CollectionNotFoundError,
     DatabaseConnectionError,
     DistributedError,
+    Hint,
     InputError,
     NeardupError,
     ParamsError,
@@ -109,6 +111,23 @@ def _reviewer(request: Request) -> dict[str, Any]:
     return {"who": who} if who is not None else {}
 
 
+# Each remedy in the words of an HTTP client, who asks the service's operator for steps it cannot take.
+REMEDIES: dict[str, str] = {
+    "upgrade": "the operator's `neardup db upgrade`",
+    "rebuild_neighbours": "the operator's `neardup rebuild --neighbours`",
+    "changes_feed": "the operator's `neardup changes-feed on --collection {name}`",
+    "follow_install": "the operator's `neardup follow --install`",
+    "carry_across": "the operator's backup and restore across PostgreSQL {made} and {have}",
+}
+
+
+def words(hint: Hint) -> str:
+    """``hint`` as an HTTP client reads it: a keyword is a field of the request's JSON body."""
+    if hint.remedy is not None:
+        return f"{hint.advice} {REMEDIES[hint.remedy].format(**dict(hint.fields))}"
+    return f"{hint.advice} {json.dumps(hint.keyword)}: {json.dumps(hint.value)} in the request body"
+
+
 def from_error(exc: NeardupError) -> ProblemError:
     """The problem a neardup error becomes; bad records name their position and field."""
     status = next((s for cls, s in _STATUSES if isinstance(exc, cls)), 500)
@@ -122,9 +141,10 @@ def from_error(exc: NeardupError) -> ProblemError:
             )
         return ProblemError(503, UNAVAILABLE)
     extra: dict[str, Any] = {}
-    if isinstance(exc, InputError) and (m := _RECORD.match(str(exc))):
-        extra["errors"] = [{"record": int(m.group(1)), "field": m.group(2), "detail": str(exc)}]
-    return ProblemError(status, str(exc), extra=extra)
+    detail = exc.worded(words)
+    if isinstance(exc, InputError) and (m := _RECORD.match(detail)):
+        extra["errors"] = [{"record": int(m.group(1)), "field": m.group(2), "detail": detail}]
+    return ProblemError(status, detail, extra=extra)
 
 
 def install(app: FastAPI) -> None:

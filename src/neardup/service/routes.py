@@ -346,7 +346,7 @@ async def query(request: Request, name: str, who: Read) -> Response:
     # Ordinary queries are answered before they get here (fast_query.py); those that come here
     # answer the same way. A plain query of a short text is short: with an open index free at once
     # it runs on the event loop, since the hop to a worker thread and back is a large share of its
-    # cost (measured in bench_service.py). Anything longer (top-k, containment, a long text) or
+    # cost. Anything longer (top-k, containment, a long text) or
     # waiting for an index runs in a worker thread, so that the loop keeps answering others.
     if on_loop(body):
         try:

@@ -22,7 +22,7 @@ from pathlib import Path
 from psycopg import sql
 
 from neardup.embedded.private_server import candidate_bin_dirs
-from neardup.errors import DatabaseError, SchemaError, ServerError
+from neardup.errors import DatabaseError, Hint, SchemaError, ServerError
 from neardup.storage.connect import Connection, libpq_parts, redacted
 from neardup.storage.names import check_schema_name
 
@@ -99,18 +99,18 @@ def restore(url: str, conn: Connection, schema: str, archive: Path, *, replace: 
     held = schemas_in(archive, conn)
     if held != [schema]:
         raise SchemaError(
-            f"{archive} holds schema {', '.join(map(repr, held)) or 'none'}, not {schema!r} "
-            f"(restore it with --schema {held[0]})"
+            f"{archive} holds schema {', '.join(map(repr, held)) or 'none'}, not {schema!r}"
             if held
-            else f"{archive} holds no schema"
+            else f"{archive} holds no schema",
+            hint=Hint("restore it with", "schema", held[0]) if held else None,
         )
     exists = conn.execute("SELECT to_regnamespace(%s) IS NOT NULL", (schema,)).fetchone()
     aside = None
     if exists and exists[0]:
         if not replace:
             raise SchemaError(
-                f"schema {schema!r} exists at {redacted(url)}: restore into another database, or replace "
-                "it and everything in it with --replace"
+                f"schema {schema!r} exists at {redacted(url)}",
+                hint=Hint("restore into another database, or replace it and all in it with", "replace"),
             )
         # Kept aside until the restore has committed, then dropped; put back if it fails.
         aside = f"{schema[:40]}_replaced_{os.getpid()}"

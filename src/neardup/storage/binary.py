@@ -46,10 +46,9 @@ def copy_stream(columns: Sequence[tuple[Kind, npt.ArrayLike]]) -> memoryview:
     same length.
 
     The rows are written in place between the header and the trailer of one buffer, handed out as
-    a memoryview, which psycopg sends in chunks without copying: a batch's signatures are ~27 MB,
+    a memoryview, which psycopg sends in chunks without copying: a batch's signatures are large,
     and ``tobytes()``, the concatenation and psycopg's slicing of bytes each copied them once more
-    into freshly faulted pages (perf of a 200,000-document ingest: page zeroing and memmove were a
-    tenth of the process's CPU).
+    into freshly faulted pages, whose zeroing and copying were a noticeable share of an ingest.
     """
     arrays = [np.asarray(values) for _, values in columns]
     n = arrays[0].shape[0] if arrays else 0

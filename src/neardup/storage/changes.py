@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from neardup.config import MAX_RETENTION_HOURS
-from neardup.errors import ChangesFeedError, ChangesGoneError, CollectionNotFoundError, ParamsError
+from neardup.errors import ChangesFeedError, ChangesGoneError, CollectionNotFoundError, Hint, ParamsError
 from neardup.storage import pair_list
 from neardup.storage.binary import Int8s
 from neardup.storage.connect import connect, translated
@@ -393,8 +393,8 @@ def page(scope: Scope, name: str, since: int, limit: int) -> ChangesPage:
     on, first, last = rows[0][0], int(rows[0][1]), int(rows[0][2])
     if not on:
         raise ChangesFeedError(
-            f"collection {name!r} keeps no changes feed: turn it on with `neardup changes-feed on` "
-            "(or create it with --changes-feed)"
+            f"collection {name!r} keeps no changes feed",
+            hint=Hint("turn one on with", remedy="changes_feed", fields=(("name", name),)),
         )
     if since == 0:  # no change is numbered 0: a new consumer, which gets every change kept
         since = first

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 from psycopg import sql
 
-from neardup.errors import DistributedError
+from neardup.errors import DistributedError, Hint
 from neardup.storage.connect import Connection
 from neardup.storage.names import KEY_TABLE
 from neardup.storage.scope import Scope
@@ -95,7 +95,8 @@ def distribute(scope: Scope, shards: int | None) -> None:
     if row and row[0]:
         raise DistributedError(
             f"schema {scope.schema!r} holds {row[0]} plain collection(s): a schema is plain or distributed "
-            "as a whole; create distributed collections in another schema (--schema)"
+            "as a whole",
+            hint=Hint("create distributed collections in another schema with", "schema", "NAME"),
         )
     for statement in _RESHAPE:
         scope.conn.execute(scope.sql(statement))

@@ -13,7 +13,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 
-from neardup.errors import DatabaseConnectionError, DatabaseError, NeardupError, SchemaError
+from neardup.errors import DatabaseConnectionError, DatabaseError, Hint, NeardupError, SchemaError
 from neardup.storage.binary import register_array_loaders
 
 # SQLAlchemy's name for PostgreSQL through psycopg 3; plain postgresql:// URLs are accepted too.
@@ -187,7 +187,8 @@ def translated(doing: str) -> Iterator[None]:
         raise DatabaseConnectionError(f"{doing}: {_message(exc)}") from exc
     except pg_errors.UndefinedTable as exc:
         raise SchemaError(
-            f"{doing}: {_message(exc)} (is the neardup schema migrated? run `neardup db upgrade`)"
+            f"{doing}: {_message(exc)}",
+            hint=Hint("if the neardup schema is not migrated, migrate it with", remedy="upgrade"),
         ) from exc
     except psycopg.Error as exc:
         raise DatabaseError(f"{doing}: {_message(exc)}") from exc

@@ -59,7 +59,8 @@ def signatures(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Stored signatures of the given contents (all of them for None): (sorted ids, one row per id).
     Given contents are read as one value (one ``bytea`` of their signatures end to end, not a row
-    each); all of them row by row, since one value holds at most 1 GB (two million signatures)."""
+    each); all of them row by row, since one PostgreSQL value has a size limit that a large
+    collection's signatures together pass."""
     with scope.conn.cursor(binary=True) as cur:
         if content_ids is not None:
             row = cur.execute(

@@ -17,7 +17,7 @@ from typing import Any
 
 from psycopg import sql
 
-from neardup.errors import ParamsError, SchemaError
+from neardup.errors import Hint, ParamsError, SchemaError
 from neardup.storage.connect import Connection
 
 QUEUE = "follow_queue"
@@ -40,7 +40,7 @@ TRIGGERS = {
 # The trigger function, one per followed table (its names are written into it, so that every
 # statement is static and planned once a session; one function for every table, reading the id
 # column from the trigger's arguments, had to EXECUTE dynamic SQL, which doubled the triggers' cost
-# to a single-row INSERT in bench_follow.py). It queues the ids a statement touched (an update the
+# to a single-row INSERT). It queues the ids a statement touched (an update the
 # old and the new, which differ when the id changes) in one INSERT ... SELECT, and notifies
 # followers once. SECURITY DEFINER: the table's writers need no grant on the queue.
 _FUNCTION_BODY = """
@@ -98,7 +98,7 @@ def table(conn: Connection, name: str) -> Table:
         (name,),
     ).fetchone()
     if row is None:
-        raise ParamsError(f"--table {name!r}: no such table in the source database")
+        raise ParamsError(f"table {name!r}: no such table in the source database")
     columns = conn.execute(
         "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped "
         "ORDER BY attnum",
@@ -108,8 +108,8 @@ def table(conn: Connection, name: str) -> Table:
 
 
 def check_columns(found: Table, columns: dict[str, Sequence[str]]) -> None:
-    """ParamsError naming the option and the column when one of ``columns`` (by option) is not
-    a column of the table."""
+    """ParamsError naming the role and the column when one of ``columns`` (by role: "id column",
+    ...) is not a column of the table."""
     for option, names in columns.items():
         for name in names:
             if name not in found.columns:
@@ -229,13 +229,13 @@ def require_installed(conn: Connection, schema: str, found: Table, id_column: st
     queued = installed(conn, schema, found)
     if queued is None:
         raise SchemaError(
-            f"table {found} is not followed into schema {schema!r} of its database: "
-            "run `neardup follow --install` with the same options first"
+            f"table {found} is not followed into schema {schema!r} of its database",
+            hint=Hint("install its triggers first with", remedy="follow_install"),
         )
     if queued != id_column:
         raise ParamsError(
-            f"--id-column {id_column!r}: the triggers on {found} queue column {queued!r}; "
-            "run `neardup follow --install` again to change it"
+            f"id column {id_column!r}: the triggers on {found} queue column {queued!r}",
+            hint=Hint("to change it, install them again with", remedy="follow_install"),
         )
 
 

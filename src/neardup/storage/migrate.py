@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from psycopg import sql
 
-from neardup.errors import DatabaseError, ParamsError, SchemaError
+from neardup.errors import DatabaseError, Hint, ParamsError, SchemaError
 from neardup.storage.connect import Connection, connect, redacted, sqlalchemy_url, translated
 from neardup.storage.names import DEFAULT_SCHEMA, VERSION_TABLE, check_schema_name
 
@@ -118,8 +118,8 @@ def require_head(conn: Connection, schema: str = DEFAULT_SCHEMA) -> None:
     current = revision_on(conn, schema)
     if current != HEAD_REVISION and current != (head := head_revision()):
         raise SchemaError(
-            f"schema {schema!r} is at revision {current or 'none'}, this neardup needs {head}: "
-            "run `neardup db upgrade`"
+            f"schema {schema!r} is at revision {current or 'none'}, this neardup needs {head}",
+            hint=Hint("migrate it with", remedy="upgrade"),
         )
 
 

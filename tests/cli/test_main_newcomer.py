@@ -150,7 +150,7 @@ def test_a_killed_writers_file_beside_the_output_is_deleted_by_the_next_write(
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, out.name])
 
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_clusters_print_in_the_order_of_their_ids(cli: Run) -> None:

@@ -586,7 +586,7 @@ def test_an_option_takes_the_same_values_in_every_command(cli: Run) -> None:
         assert status == 2
         assert "argument --threshold: threshold must be in (0, 1], got 1.5" in err
     for argv in (["tune", "--threshold", "0.8", "--num-perm", "0"], ["init", "--num-perm", "0"]):
-        assert "argument --num-perm: num_perm must be in [1, 8192], got 0" in cli(*argv)[2]
+        assert "argument --num-perm: num_perm must be an integer in [1, 8192], got 0" in cli(*argv)[2]
 
 
 def test_remove_refuses_an_id_no_document_can_have_in_one_line(cli: Run) -> None:

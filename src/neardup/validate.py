@@ -1,0 +1,98 @@
+"""The checks of arguments that cross from a caller into neardup, written once.
+
+``Index``, ``Database``, the command line and the service take their arguments through these, so
+that one kind of value gets one rule and one message wherever it is given; storage is handed
+values already checked. Each returns the value in its plain Python type, or raises ParamsError
+(InputError for a text) naming the argument. ``bool`` is never taken for a number: ``True`` is an
+``int`` to Python, and a flag passed where a count belongs is a mistake to report, not a 1.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+from neardup.errors import InputError, ParamsError
+
+# A cluster id is a PostgreSQL bigint that neardup never makes negative.
+CLUSTER_IDS = 2**63
+
+
+def _whole(value: object) -> int | None:
+    """``value`` as an int if it is a whole number (a numpy integer too), else None."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        return None
+    return int(value)
+
+
+def positive_int(value: object, name: str) -> int:
+    """``value`` as a count of at least 1."""
+    whole = _whole(value)
+    if whole is None or whole < 1:
+        raise ParamsError(f"{name} must be a positive integer, got {value!r}")
+    return whole
+
+
+def non_negative_int(value: object, name: str) -> int:
+    """``value`` as a count of at least 0."""
+    whole = _whole(value)
+    if whole is None or whole < 0:
+        raise ParamsError(f"{name} must be a non-negative integer, got {value!r}")
+    return whole
+
+
+def whole_in(value: object, name: str, low: int, high: int, *, shown: str | None = None) -> int:
+    """``value`` as a whole number in [low, high] (``shown``: how the message writes the range)."""
+    whole = _whole(value)
+    if whole is None or not low <= whole <= high:
+        raise ParamsError(f"{name} must be an integer in {shown or f'[{low}, {high}]'}, got {value!r}")
+    return whole
+
+
+def fraction(value: object, name: str, *, zero: bool = True, one: bool = True) -> float:
+    """``value`` as a float in [0, 1]; without ``zero`` 0 is outside, without ``one`` 1 is."""
+    share = float(value) if isinstance(value, Real) and not isinstance(value, bool) else None
+    # Written so that NaN fails every comparison, and so the check.
+    above = share is not None and (share >= 0.0 if zero else share > 0.0)
+    if share is None or not above or not (share <= 1.0 if one else share < 1.0):
+        span = f"{'[' if zero else '('}0, 1{']' if one else ')'}"
+        raise ParamsError(f"{name} must be in {span}, got {value!r}")
+    return share
+
+
+def flag(value: object, name: str) -> bool:
+    """``value`` as a flag: only ``True`` or ``False`` (a 0 or 1 is not one)."""
+    if not isinstance(value, bool):
+        raise ParamsError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def limit(value: object, name: str = "limit") -> int | None:
+    """``value`` as a most number of answers (None: every one)."""
+    return None if value is None else non_negative_int(value, name)
+
+
+def jobs(value: object) -> int:
+    """``value`` as a number of writer processes."""
+    return positive_int(value, "jobs")
+
+
+def batch_size(value: object, *, whole: bool = False) -> int | None:
+    """``value`` as a number of records per round (None: all in one, where ``whole`` allows it)."""
+    if value is None and whole:
+        return None
+    return positive_int(value, "batch_size")
+
+
+def cluster_id(value: object, name: str = "cluster_id") -> int:
+    """``value`` as a cluster id: a whole number in [0, 2**63)."""
+    whole = _whole(value)
+    if whole is None or not 0 <= whole < CLUSTER_IDS:
+        raise ParamsError(f"{name} must be a cluster id (a whole number in [0, 2**63)), got {value!r}")
+    return whole
+
+
+def text(value: object, what: str = "query text") -> str:
+    """``value`` as a text to sketch; InputError (the value is the caller's data) otherwise."""
+    if not isinstance(value, str):
+        raise InputError(f"{what} must be a string, got {type(value).__name__}")
+    return value
