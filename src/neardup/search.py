@@ -17,14 +17,13 @@ from neardup.config import IndexConfig
 from neardup.core.candidates import bucket_matches
 from neardup.core.distinct import distinct
 from neardup.core.lsh import distinct_keys
-from neardup.core.minhash import empty_rows
 from neardup.core.sketch import SKETCH_THREADS, Sketch, Sketcher
 from neardup.errors import InputError, ParamsError
 from neardup.records import Document
 from neardup.storage import buckets, documents
 from neardup.storage.connect import transaction
 from neardup.storage.scope import Scope, export_snapshot, read_snapshot
-from neardup.verification import verify_matches, verify_query
+from neardup.verification import Given, verify_matches, verify_query
 
 
 def similar(
@@ -41,18 +40,24 @@ def similar(
     floor = config.threshold if min_jaccard is None else fraction(min_jaccard, "min_jaccard")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ParamsError(f"limit must be a non-negative integer, got {limit!r}")
-    # One text: its signature alone (no content hash), its candidates' agreement in plain numpy,
-    # and one shingling call for it and its hopeful candidates: small calls are most of a query's
-    # time in Python.
-    signature = sketcher.signatures([text])
-    if empty_rows(signature)[0]:
+    # One text: one sketch (no content hash) and one statement reading its candidates' signatures,
+    # texts and ids, verified as any pair is (``verification.verify``).
+    sketch = sketcher.sketch([text], hashed=False)
+    if sketch.shingle_counts[0] == 0:
         return []
     found, signatures = buckets.lookup(
-        scope, sketcher.band_keys(signature)[0], config.store_text, config.params.num_perm, _most(limit)
+        scope,
+        sketcher.band_keys(sketch.signatures)[0],
+        config.store_text,
+        config.params.num_perm,
+        _most(limit),
     )
     if not found:
         return []
-    sim = verify_query(config, sketcher, text, signature[0], lambda i: found[i][1], signatures, floor)
+    order = sorted(range(len(found)), key=lambda i: found[i][0])
+    found = [found[i] for i in order]
+    stored = Given(np.array([f[0] for f in found], dtype=np.int64), signatures[order], [f[1] for f in found])
+    sim = verify_query(config, sketcher, sketch, stored, floor)
     results = [(doc_id, float(sim[i])) for i in np.flatnonzero(sim >= floor) for doc_id in found[i][2]]
     results.sort(key=lambda r: (-r[1], r[0]))
     return results[:limit] if limit is not None else results

@@ -198,3 +198,37 @@ def test_a_parts_pairs_are_cut_by_their_first_ids_each_pair_in_one_chunk(
     chunks = verification._chunks_by_first(cand, most)
     assert sorted(map(tuple, np.concatenate(chunks).tolist())) == sorted(pairs)
     assert all(np.unique(chunk[:, 0]).size <= most for chunk in chunks)
+
+
+def test_the_prefix_filters_pairs_are_verified_once_each(
+    make_index: Callable[..., Any],
+    parts: list[int],
+    ways: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every exact Jaccard an ingest computes through the pair kernels is of a pair it never
+    computed before: the prefix filter's parts are verified from the sets it holds, once."""
+    from neardup.core import _kernels
+
+    seen: list[frozenset[bytes]] = []
+
+    def counting(kernel: Any) -> Any:
+        def run(a_values: Any, a_offsets: Any, b_values: Any, b_offsets: Any, left: Any, right: Any) -> Any:
+            for i, j in zip(left.tolist(), right.tolist(), strict=True):
+                a = np.unique(a_values[a_offsets[i] : a_offsets[i + 1]]).tobytes()
+                b = np.unique(b_values[b_offsets[j] : b_offsets[j + 1]]).tobytes()
+                seen.append(frozenset((a, b)))
+            return kernel(a_values, a_offsets, b_values, b_offsets, left, right)
+
+        return run
+
+    monkeypatch.setattr(_kernels, "pair_jaccard", counting(_kernels.pair_jaccard))
+    monkeypatch.setattr(_kernels, "pair_jaccard_unsorted", counting(_kernels.pair_jaccard_unsorted))
+    docs = issue_records(240)
+    index = make_index(threshold=0.8, bands=64, rows=2)
+    index.add(docs)
+    assert "joined" in ways
+    truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.8)
+    assert {(min(a, b), max(a, b)) for a, b, _ in index.pairs()} == truth.keys()
+    assert len(seen) >= len(truth) >= 20
+    assert len(set(seen)) == len(seen)

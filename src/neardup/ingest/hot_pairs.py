@@ -2,17 +2,16 @@
 so hot that those are far too many, only the ones the prefix filter cannot rule out.
 
 The pairs the index stores are the candidates (pairs sharing a bucket) whose signatures agree
-enough and whose exact Jaccard reaches the threshold (``verification.verify_pairs``). Where hot
+enough and whose exact Jaccard reaches the threshold (``verification.verify``). Where hot
 buckets (of more than ``HOT_GROUP`` members) make most of the pairs, and those number more than a
 few parts' worth, the batch reads the shingle sets of every
 member (the stored ones from their texts) and makes the pairs sharing a prefix shingle
 (``core.prefix_filter``): a superset of the pairs at or above the threshold. If those are fewer
-by half, the candidates become the pairs that share a prefix shingle *and* a bucket, and whose
-exact Jaccard, from the sets in memory, reaches the threshold; each part then goes to
-``verify_pairs`` as before. A pair this drops is below the threshold, so ``verify_pairs`` would
-have rejected it: the pairs stored are the same, with the same similarities
-(tests/ingest/test_hot_buckets.py against brute force). Issue 39's records (short texts of one
-template, nearly every pair a candidate, few a duplicate) are the case: their rare shingles fill
+by half, the candidates become the pairs that share a prefix shingle *and* a bucket, verified
+once each from the sets in memory (``Parts.held``: no text is read again). A pair this drops
+shares no prefix shingle, so it is below the threshold: the pairs stored are the same, with the
+same similarities (tests/ingest/test_hot_buckets.py against brute force). Short records of one
+template (nearly every pair a candidate, few a duplicate) are the case: their rare shingles fill
 the prefixes. Clusters of near-copies are not (most of their pairs are duplicates): there the
 buckets' pairs are fewer, and the batch enumerates them as before, having paid one read of the
 members' texts.
@@ -21,6 +20,7 @@ members' texts.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -30,7 +30,6 @@ from neardup.core.distinct import distinct
 from neardup.core.prefix_filter import PrefixGroups, prefix_groups, prefix_parts
 from neardup.core.ragged import Ragged, concat
 from neardup.core.sketch import Sketch
-from neardup.core.verify import exact_jaccard
 from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import BatchPlan
 from neardup.stages import stage
@@ -54,13 +53,21 @@ SETS_BUDGET = 1 << 25
 READ_CHUNK = 20_000
 
 
+class Parts(NamedTuple):
+    """A batch's candidate pairs in parts, and the shingle sets of the stored members read for
+    them (ids sorted, sets row for row; None where none were read), which verify them."""
+
+    pairs: Iterator[Pairs]
+    held: tuple[Pairs, Ragged] | None
+
+
 def candidate_parts(
     ctx: BatchContext, reading: Scope, plan: BatchPlan, sketch: Sketch, groups: Ragged
-) -> Iterator[Pairs]:
+) -> Parts:
     """The batch's candidate pairs of content ids in parts (each pair in one part, the smaller id
     first), stored contents read on ``reading``: either every pair sharing a group of ``groups``
     (``candidates.candidate_parts``) or, where that is far more work, those sharing a group that
-    the prefix filter and the exact Jaccard leave (see the module's docstring)."""
+    the prefix filter leaves (see the module's docstring)."""
     if ctx.config.store_text:
         hot = _hot(groups)
         work = candidates.pair_count(groups, plan.first_new)
@@ -69,7 +76,7 @@ def candidate_parts(
             joined = _joined(ctx, reading, plan, sketch, groups, work)
             if joined is not None:
                 return joined
-    return _enumerated(groups, plan.first_new)
+    return Parts(_enumerated(groups, plan.first_new), None)
 
 
 def _hot(groups: Ragged) -> Ragged:
@@ -88,7 +95,7 @@ def _enumerated(groups: Ragged, first_new: int) -> Iterator[Pairs]:
 
 def _joined(
     ctx: BatchContext, reading: Scope, plan: BatchPlan, sketch: Sketch, groups: Ragged, work: int
-) -> Iterator[Pairs] | None:
+) -> Parts | None:
     """The prefix filter's parts, or None where the sets exceed ``SETS_BUDGET`` or the filter
     would leave more than half the buckets' pairs."""
     held = _member_sets(ctx, reading, plan, sketch, distinct(np.asarray(groups.values, np.int64)))
@@ -98,41 +105,27 @@ def _joined(
     shared = _prefix_groups(ids, sets, ctx.config.threshold)
     if 2 * candidates.pair_count(shared.groups, plan.first_new) > work:
         return None
-    return _filtered(shared, candidates.Membership(groups), ids, sets, plan.first_new, ctx.config.threshold)
+    stored = ~plan.is_new(np.abs(ids))
+    order = np.argsort(np.abs(ids[stored]), kind="stable")
+    held_sets = (np.abs(ids[stored])[order], sets.take(np.flatnonzero(stored)[order]))
+    parts = _filtered(shared, candidates.Membership(groups), plan.first_new, ctx.config.threshold)
+    return Parts(parts, held_sets)
 
 
 def _filtered(
-    shared: PrefixGroups,
-    membership: candidates.Membership,
-    ids: Pairs,
-    sets: Ragged,
-    first_new: int,
-    threshold: float,
+    shared: PrefixGroups, membership: candidates.Membership, first_new: int, threshold: float
 ) -> Iterator[Pairs]:
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
     for cand in prefix_parts(shared, threshold, first_new):
-        kept = _kept(cand, membership, order, sorted_ids, sets, threshold)
+        kept = _kept(cand, membership)
         if kept.shape[0]:
             kept[:, 0] = np.abs(kept[:, 0])
             yield kept
 
 
-@stage("candidate pairs: prefix filter, a shared bucket, exact Jaccard")
-def _kept(
-    cand: Pairs,
-    membership: candidates.Membership,
-    order: Pairs,
-    sorted_ids: Pairs,
-    sets: Ragged,
-    threshold: float,
-) -> Pairs:
-    """The pairs of ``cand`` (left by the prefix and positional filters) that share a bucket too
-    and whose exact Jaccard reaches ``threshold``."""
-    cand = cand[membership.share(cand[:, 0], cand[:, 1])]
-    left = order[np.searchsorted(sorted_ids, cand[:, 0])]
-    right = order[np.searchsorted(sorted_ids, cand[:, 1])]
-    return cand[exact_jaccard(sets, left, right) >= threshold]
+@stage("candidate pairs: prefix filter, a shared bucket")
+def _kept(cand: Pairs, membership: candidates.Membership) -> Pairs:
+    """The pairs of ``cand`` (left by the prefix and positional filters) that share a bucket too."""
+    return cand[membership.share(cand[:, 0], cand[:, 1])]
 
 
 _prefix_groups = stage("candidate pairs: prefix groups")(prefix_groups)

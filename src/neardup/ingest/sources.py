@@ -4,7 +4,7 @@ judged before the batch's turn kept."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -14,7 +14,7 @@ from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketch
 from neardup.ingest import hot_pairs, prework, store
 from neardup.ingest.context import BatchContext
-from neardup.ingest.pairing import Sources
+from neardup.ingest.pairing import Exhaustive, Sources
 from neardup.ingest.plan import BatchPlan
 from neardup.ingest.prework import Verdicts
 from neardup.stages import stage
@@ -22,6 +22,8 @@ from neardup.storage import contents
 from neardup.storage.scope import Scope
 
 Ids = npt.NDArray[np.int64]
+Held = tuple[Ids, Ragged] | None
+"""Shingle sets of stored contents read already (ids sorted), verified from these."""
 
 
 def batch_sources(
@@ -31,16 +33,19 @@ def batch_sources(
     the batch's own connection; ``verdicts``: pairs judged before the turn, not verified again."""
     config = ctx.config
 
-    def verify(cand: npt.NDArray[np.int64]) -> verification.Verified:
+    def verify(cand: npt.NDArray[np.int64], held: Held = None) -> verification.Verified:
         if verdicts:
-            return prework.verify_unjudged(ctx, cand, plan, sketch, verdicts)
-        return verification.verify_pairs(reading, config, ctx.sketcher, cand, plan, sketch)
+            return prework.verify_unjudged(ctx, cand, plan, sketch, verdicts, held)
+        return verification.verify_pairs(reading, config, ctx.sketcher, cand, plan, sketch, held)
 
     def load(ids: Ids) -> tuple[npt.NDArray[np.uint32], Ragged | None]:
         return verification.signatures_and_sets(reading, config, ctx.sketcher, ids, plan, sketch)
 
-    def exhaustive(groups: Ragged, first_new: int) -> Iterator[npt.NDArray[np.int64]]:
-        return hot_pairs.candidate_parts(ctx, reading, plan, sketch, groups)
+    def exhaustive(groups: Ragged, first_new: int) -> Exhaustive:
+        parts = hot_pairs.candidate_parts(ctx, reading, plan, sketch, groups)
+        if parts.held is None:
+            return parts.pairs, verify
+        return parts.pairs, lambda cand: verify(cand, parts.held)
 
     return Sources(
         new_ids=np.sort(plan.new_ids),
