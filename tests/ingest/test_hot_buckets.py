@@ -208,22 +208,19 @@ def test_the_prefix_filters_pairs_are_verified_once_each(
 ) -> None:
     """Every exact Jaccard an ingest computes through the pair kernels is of a pair it never
     computed before: the prefix filter's parts are verified from the sets it holds, once."""
-    from neardup.core import _kernels
+    from neardup.core import verify
 
     seen: list[frozenset[bytes]] = []
+    on_pairs = verify._on_pairs
 
-    def counting(kernel: Any) -> Any:
-        def run(a_values: Any, a_offsets: Any, b_values: Any, b_offsets: Any, left: Any, right: Any) -> Any:
-            for i, j in zip(left.tolist(), right.tolist(), strict=True):
-                a = np.unique(a_values[a_offsets[i] : a_offsets[i + 1]]).tobytes()
-                b = np.unique(b_values[b_offsets[j] : b_offsets[j + 1]]).tobytes()
-                seen.append(frozenset((a, b)))
-            return kernel(a_values, a_offsets, b_values, b_offsets, left, right)
+    def counting(kernel: Any, first: Any, second: Any, a: Any, b: Any) -> Any:
+        for i, j in zip(a.tolist(), b.tolist(), strict=True):
+            left = np.unique(first.values[first.offsets[i] : first.offsets[i + 1]]).tobytes()
+            right = np.unique(second.values[second.offsets[j] : second.offsets[j + 1]]).tobytes()
+            seen.append(frozenset((left, right)))
+        return on_pairs(kernel, first, second, a, b)
 
-        return run
-
-    monkeypatch.setattr(_kernels, "pair_jaccard", counting(_kernels.pair_jaccard))
-    monkeypatch.setattr(_kernels, "pair_jaccard_unsorted", counting(_kernels.pair_jaccard_unsorted))
+    monkeypatch.setattr(verify, "_on_pairs", counting)
     docs = issue_records(240)
     index = make_index(threshold=0.8, bands=64, rows=2)
     index.add(docs)
