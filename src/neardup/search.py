@@ -20,7 +20,7 @@ from neardup.core.lsh import distinct_keys
 from neardup.core.sketch import SKETCH_THREADS, Sketch, Sketcher
 from neardup.errors import InputError, ParamsError
 from neardup.records import Document
-from neardup.storage import buckets, documents
+from neardup.storage import buckets, contents, documents
 from neardup.storage.connect import transaction
 from neardup.storage.scope import Scope, export_snapshot, read_snapshot
 from neardup.verification import Given, verify_matches, verify_query
@@ -51,6 +51,7 @@ def similar(
         config.store_text,
         config.params.num_perm,
         _most(limit),
+        config.params.dense_cluster_size,
     )
     if not found:
         return []
@@ -63,15 +64,16 @@ def similar(
     return results[:limit] if limit is not None else results
 
 
-# With a limit, a text is verified against at most this many candidates per answer asked (and at
-# least QUERY_CANDIDATES): a text of a dense cluster shares its buckets with thousands of its
-# near-copies, any of which answers; fewer candidates than that are all verified, as without one.
+# With a limit, a text is verified against at most this many candidates of one dense cluster per
+# answer asked (and at least QUERY_CANDIDATES): a text of a dense cluster shares its buckets with
+# thousands of its near-copies, any of which answers. Every candidate outside dense clusters is
+# verified, so that the answers there are the true best.
 CANDIDATES_PER_ANSWER = 10
 QUERY_CANDIDATES = 200
 
 
 def _most(limit: int | None) -> int | None:
-    """The candidates a lookup with ``limit`` reads at most (None: every one)."""
+    """The candidates of one dense cluster a lookup with ``limit`` reads at most (None: every one)."""
     return None if limit is None else max(QUERY_CANDIDATES, CANDIDATES_PER_ANSWER * limit)
 
 
@@ -125,6 +127,35 @@ def _members(
     )
 
 
+def _matches(
+    scope: Scope,
+    config: IndexConfig,
+    keys: np.ndarray,
+    band: np.ndarray,
+    bucket: np.ndarray,
+    member: np.ndarray,
+    most: int | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``bucket_matches`` of the probed rows: every stored content outside dense clusters, and
+    with ``most``, at most that many of a dense cluster's in each bucket a row shares."""
+    if most is None or member.size == 0:
+        return bucket_matches(keys, band, bucket, member)
+    ids = distinct(member)
+    labels = contents.label_array(scope, ids)
+    clusters = distinct(labels)
+    sizes = contents.cluster_sizes(scope, clusters)
+    dense = np.isin(member, ids[sizes[np.searchsorted(clusters, labels)] >= config.params.dense_cluster_size])
+    if not dense.any():
+        return bucket_matches(keys, band, bucket, member)
+    row = np.empty(0, np.int64)
+    content = np.empty(0, np.int64)
+    for part, cap in ((~dense, None), (dense, most)):
+        r, c = bucket_matches(keys, band[part], bucket[part], member[part], most=cap)
+        row, content = np.r_[row, r], np.r_[content, c]
+    order = np.lexsort((content, row))
+    return row[order], content[order]
+
+
 class CheckResult(NamedTuple):
     """An input document's id and its stored near-duplicates, (id, similarity) best first."""
 
@@ -162,7 +193,7 @@ def check(
         row, content = np.empty(0, np.int64), np.empty(0, np.int64)
         if bearing.size:
             band, bucket, member = _members(scope, helper, *distinct_keys(keys))
-            row, content = bucket_matches(keys, band, bucket, member, most=_most(limit))
+            row, content = _matches(scope, config, keys, band, bucket, member, _most(limit))
         sim = verify_matches(scope, config, sketcher, sketch, bearing[row], content, floor, helper)
         ok = np.flatnonzero(sim >= floor)
         names = documents.external_ids(scope, distinct(content[ok]).tolist())
