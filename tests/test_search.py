@@ -20,7 +20,7 @@ def test_query_agrees_with_brute_force_over_every_stored_text(make_index: Any) -
     index: Index = make_index(threshold=0.5)
     docs = [(f"d{i}", BASE + " word" * i) for i in range(8)] + [("far", "an unrelated text " * 9)]
     index.add(docs)
-    sketcher = index._writer.sketcher  # the collection's own shingles: the oracle's sets
+    sketcher = index._collection.sketcher  # the collection's own shingles: the oracle's sets
 
     def shingles(text: str) -> set[int]:
         return set(sketcher.shingles([text], unique=True)[0].tolist())
