@@ -38,8 +38,8 @@ from neardup.verification import Verified
 
 Ids = npt.NDArray[np.int64]
 Pairs = npt.NDArray[np.int64]
-Exhaustive = tuple[Iterator[Pairs], Callable[[Pairs], Verified]]
-"""Candidate pairs in parts, and how to verify them (a part maker may hold what verifies them)."""
+Part = tuple[Pairs, Callable[[Pairs], Verified]]
+"""Candidate pairs, and how to verify them (their maker may hold what verifies them)."""
 
 # Groups of at most this many members have every pair enumerated and verified: below it, linking
 # saves nothing worth its bookkeeping, and the pairs are stored whatever the cluster's size.
@@ -62,7 +62,7 @@ class Sources:
     """Signatures and shingle sets of contents, for linking."""
     store: Callable[[Verified], None]
     """Store verified pairs (each once)."""
-    exhaustive: Callable[[Ragged, int], Exhaustive]
+    exhaustive: Callable[[Ragged, int], Iterator[Part]]
     """Every candidate pair of groups (with a new member at or above the id given) in parts, or
     a superset of those at or above the threshold, and their verifier."""
     threshold: float
@@ -109,8 +109,7 @@ def pair(groups: Ragged, first_new: int, sources: Sources, forest: Forest | None
         sources, Verified(np.abs(linked.left[ok]), np.abs(linked.right[ok]), linked.similarity[ok])
     )
     tested = _pair_keys(np.abs(linked.tested))
-    parts, verify = sources.exhaustive(given_up, first_new)
-    for cand in parts:
+    for cand, verify in sources.exhaustive(given_up, first_new):
         cand = cand[_outside(cand, in_small, None)]
         cand[:, 0] = np.abs(cand[:, 0])
         if tested.size:

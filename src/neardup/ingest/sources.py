@@ -4,7 +4,8 @@ judged before the batch's turn kept."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -14,7 +15,7 @@ from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketch
 from neardup.ingest import hot_pairs, prework, store
 from neardup.ingest.context import BatchContext
-from neardup.ingest.pairing import Exhaustive, Sources
+from neardup.ingest.pairing import Part, Sources
 from neardup.ingest.plan import BatchPlan
 from neardup.ingest.prework import Verdicts
 from neardup.stages import stage
@@ -41,11 +42,9 @@ def batch_sources(
     def load(ids: Ids) -> tuple[npt.NDArray[np.uint32], Ragged | None]:
         return verification.signatures_and_sets(reading, config, ctx.sketcher, ids, plan, sketch)
 
-    def exhaustive(groups: Ragged, first_new: int) -> Exhaustive:
-        parts = hot_pairs.candidate_parts(ctx, reading, plan, sketch, groups)
-        if parts.held is None:
-            return parts.pairs, verify
-        return parts.pairs, lambda cand: verify(cand, parts.held)
+    def exhaustive(groups: Ragged, first_new: int) -> Iterator[Part]:
+        for cand, held in hot_pairs.candidate_parts(ctx, reading, plan, sketch, groups):
+            yield cand, functools.partial(verify, held=held)
 
     return Sources(
         new_ids=np.sort(plan.new_ids),
