@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, overload
 
 from neardup import complete, neighbours, own_pairs, validate
 from neardup.arrow import Table, rows_of
-from neardup.collection import config_of, open_collection
+from neardup.collection import Collection, config_of, open_collection
 from neardup.config import DEFAULT_BATCH_SIZE, DEFAULT_KEEP, DEFAULT_THRESHOLD, IndexConfig, check_keep
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme
 from neardup.core.normalize import CaseMode, UnicodeForm
@@ -47,7 +47,6 @@ from neardup.storage import catalog, changes, citus, fingerprints, listings, mig
 from neardup.storage import documents as document_rows
 from neardup.storage.changes import ChangesPage
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
-from neardup.storage.connections import Connections
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
 from neardup.storage.scope import Scope
 
@@ -182,12 +181,13 @@ class Index:
     def __init__(self, conn: Connection, scope: Scope, row: catalog.CollectionRow, url: str) -> None:
         """Use ``Index.create`` or ``Index.open``."""
         self._conn, self._url = conn, url
-        self._scope = scope.with_collection(row.collection_id, row.distributed)
+        # The collection's handle: its writer and readers are given it, and a rebuild changes the
+        # parameters there, so that nothing reads them through the writer.
+        self._collection = Collection.of(url, scope, row)
+        self._scope = self._collection.scope
         self.name = row.name
         self.schema = scope.schema
-        self._config = config_of(row)
-        self._sketcher = Sketcher(self._config.params)
-        self._connections = Connections(url, self._scope)
+        self._connections = self._collection.connections
         # Made on the first write: a command that only reads (query, check, listings) never
         # imports the ingest pipeline.
         self._writing: Writer | None = None
@@ -206,20 +206,18 @@ class Index:
         if self._writing is None:
             from neardup.ingest.writer import Writer
 
-            self._writing = Writer(
-                self._conn, self._url, self._scope, self.name, self._config, self._connections
-            )
+            self._writing = Writer(self._collection)
         return self._writing
 
     @property
     def _sketch(self) -> Sketcher:
         """The sketcher of the collection's parameters as they are now (a rebuild changes them)."""
-        return self._sketcher if self._writing is None else self._writing.sketcher
+        return self._collection.sketcher
 
     @property
     def config(self) -> IndexConfig:
         """The collection's threshold, text storage and parameters."""
-        return self._config if self._writing is None else self._writing.config
+        return self._collection.config
 
     @property
     def params(self) -> Params:
@@ -354,9 +352,7 @@ class Index:
 
     def close(self) -> None:
         """Close the database connections."""
-        if self._writing is not None:
-            self._writing.close()
-        self._connections.close()
+        self._collection.close()
         self._conn.close()
 
     def __enter__(self) -> Index:

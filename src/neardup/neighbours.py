@@ -10,7 +10,7 @@ by the Jaccard their shared fingerprints and sizes suggest, reads the signatures
 ``SIGNED_MAX`` and verifies those whose signature agreement could make the top k
 (``worth_verifying``). A containment query verifies the candidates whose shared fingerprints could
 make the share asked, and the long ones (``LARGE``). Every answer is verified exactly on the
-shingle sets (``ingest.verification.verify_overlaps``), so precision is 1 and recall is what the
+shingle sets (``verification.verify_overlaps``), so precision is 1 and recall is what the
 candidates hold: certain for a shared run of text of about ``WINDOW + 2k`` characters, likely for
 a stored text with a fingerprint inside any shared run.
 """

@@ -18,13 +18,12 @@ from neardup.config import IndexConfig
 from neardup.core.candidates import bucket_matches
 from neardup.core.distinct import distinct
 from neardup.core.lsh import distinct_keys
-from neardup.core.minhash import empty_rows
 from neardup.core.sketch import SKETCH_THREADS, Sketch, Sketcher
 from neardup.records import Document
-from neardup.storage import buckets, documents
+from neardup.storage import buckets, contents, documents
 from neardup.storage.connect import transaction
 from neardup.storage.scope import Scope, export_snapshot, read_snapshot
-from neardup.verification import verify_matches, verify_query
+from neardup.verification import Given, verify_matches, verify_query
 
 
 def similar(
@@ -39,32 +38,40 @@ def similar(
     text = validate.text(text)
     floor = config.threshold if min_jaccard is None else validate.fraction(min_jaccard, "min_jaccard")
     limit = validate.limit(limit)
-    # One text: its signature alone (no content hash), its candidates' agreement in plain numpy,
-    # and one shingling call for it and its hopeful candidates: small calls are most of a query's
-    # time in Python.
-    signature = sketcher.signatures([text])
-    if empty_rows(signature)[0]:
+    # One text: one sketch (no content hash) and one statement reading its candidates' signatures,
+    # texts and ids, verified as any pair is (``verification.verify``).
+    sketch = sketcher.sketch([text], hashed=False)
+    if sketch.shingle_counts[0] == 0:
         return []
     found, signatures = buckets.lookup(
-        scope, sketcher.band_keys(signature)[0], config.store_text, config.params.num_perm, _most(limit)
+        scope,
+        sketcher.band_keys(sketch.signatures)[0],
+        config.store_text,
+        config.params.num_perm,
+        _most(limit),
+        config.params.dense_cluster_size,
     )
     if not found:
         return []
-    sim = verify_query(config, sketcher, text, signature[0], lambda i: found[i][1], signatures, floor)
+    order = sorted(range(len(found)), key=lambda i: found[i][0])
+    found = [found[i] for i in order]
+    stored = Given(np.array([f[0] for f in found], dtype=np.int64), signatures[order], [f[1] for f in found])
+    sim = verify_query(config, sketcher, sketch, stored, floor)
     results = [(doc_id, float(sim[i])) for i in np.flatnonzero(sim >= floor) for doc_id in found[i][2]]
     results.sort(key=lambda r: (-r[1], r[0]))
     return results[:limit] if limit is not None else results
 
 
-# With a limit, a text is verified against at most this many candidates per answer asked (and at
-# least QUERY_CANDIDATES): a text of a dense cluster shares its buckets with thousands of its
-# near-copies, any of which answers; fewer candidates than that are all verified, as without one.
+# With a limit, a text is verified against at most this many candidates of one dense cluster per
+# answer asked (and at least QUERY_CANDIDATES): a text of a dense cluster shares its buckets with
+# thousands of its near-copies, any of which answers. Every candidate outside dense clusters is
+# verified, so that the answers there are the true best.
 CANDIDATES_PER_ANSWER = 10
 QUERY_CANDIDATES = 200
 
 
 def _most(limit: int | None) -> int | None:
-    """The candidates a lookup with ``limit`` reads at most (None: every one)."""
+    """The candidates of one dense cluster a lookup with ``limit`` reads at most (None: every one)."""
     return None if limit is None else max(QUERY_CANDIDATES, CANDIDATES_PER_ANSWER * limit)
 
 
@@ -111,6 +118,35 @@ def _members(
     )
 
 
+def _matches(
+    scope: Scope,
+    config: IndexConfig,
+    keys: np.ndarray,
+    band: np.ndarray,
+    bucket: np.ndarray,
+    member: np.ndarray,
+    most: int | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``bucket_matches`` of the probed rows: every stored content outside dense clusters, and
+    with ``most``, at most that many of a dense cluster's in each bucket a row shares."""
+    if most is None or member.size == 0:
+        return bucket_matches(keys, band, bucket, member)
+    ids = distinct(member)
+    labels = contents.label_array(scope, ids)
+    clusters = distinct(labels)
+    sizes = contents.cluster_sizes(scope, clusters)
+    dense = np.isin(member, ids[sizes[np.searchsorted(clusters, labels)] >= config.params.dense_cluster_size])
+    if not dense.any():
+        return bucket_matches(keys, band, bucket, member)
+    row = np.empty(0, np.int64)
+    content = np.empty(0, np.int64)
+    for part, cap in ((~dense, None), (dense, most)):
+        r, c = bucket_matches(keys, band[part], bucket[part], member[part], most=cap)
+        row, content = np.r_[row, r], np.r_[content, c]
+    order = np.lexsort((content, row))
+    return row[order], content[order]
+
+
 class CheckResult(NamedTuple):
     """An input document's id and its stored near-duplicates, (id, similarity) best first."""
 
@@ -147,7 +183,7 @@ def check(
         row, content = np.empty(0, np.int64), np.empty(0, np.int64)
         if bearing.size:
             band, bucket, member = _members(scope, helper, *distinct_keys(keys))
-            row, content = bucket_matches(keys, band, bucket, member, most=_most(limit))
+            row, content = _matches(scope, config, keys, band, bucket, member, _most(limit))
         sim = verify_matches(scope, config, sketcher, sketch, bearing[row], content, floor, helper)
         ok = np.flatnonzero(sim >= floor)
         names = documents.external_ids(scope, distinct(content[ok]).tolist())

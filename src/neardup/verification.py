@@ -1,10 +1,14 @@
-"""Verification of candidate pairs, the one path an ingest, a query and a check take.
+"""Verification of candidate pairs: one function, ``verify``, that an ingest, a rebuild, a query,
+a check, a neighbours query and a cluster's pairs on demand all call.
 
-A candidate pair is verified in steps: the signature agreement of the two (the estimate, which is
-the similarity when texts are not stored), a prefilter that drops pairs whose agreement lies far
-below the floor (``core.verify.prefilter_floor``), the stored texts of those left read and shingled,
-and the exact Jaccard of each pair's shingle sets. Shingle sets are compared as shingled or sorted
-by one rule, ``as_shingled``, whoever asks.
+A pair is two ids: stored contents (read on a ``Reader``: the collection, or rows a caller read
+already) or the rows of a sketch in memory (an ingest's new contents, a query's or a check's texts).
+It is verified in steps: the signature agreement of the two (the estimate, which is the similarity
+when texts are not stored), a prefilter that drops pairs whose agreement lies far below the floor
+(``core.verify.prefilter_floor``), the shingle sets of those left (stored texts read and shingled,
+or sets held already), and the exact Jaccard of each pair's sets. Shingle sets are compared as
+shingled or sorted by one rule, ``as_shingled``, whoever asks. The callers below are thin: which
+ids, which floor, and what they keep of the similarities.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -26,7 +31,6 @@ from neardup.core.ragged import Ragged, concat
 from neardup.core.shingle import distinct_rows
 from neardup.core.sketch import Sketch, Sketcher
 from neardup.core.verify import (
-    agreement_with,
     exact_jaccard,
     exact_jaccard_unsorted,
     exact_overlaps,
@@ -156,7 +160,141 @@ def exact_similarity(
     return exact_jaccard(sets, left, right)
 
 
-# -- an ingest's candidates: pairs of content ids ------------------------------------------------
+# -- the one verification ------------------------------------------------------------------------
+
+
+class Reader(Protocol):
+    """Where ``verify`` reads stored contents, asked for ids sorted and distinct, in their order."""
+
+    def signatures(self, ids: Ids) -> npt.NDArray[np.uint32]: ...
+
+    def texts(self, ids: Ids) -> Sequence[str] | Ragged:
+        """Their texts, or their shingles held already (as shingled, or as sorted sets)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Store:
+    """Stored contents read from the collection on ``scope``."""
+
+    scope: Scope
+    num_perm: int
+
+    def signatures(self, ids: Ids) -> npt.NDArray[np.uint32]:
+        return _stored_signatures(self.scope, ids, self.num_perm)
+
+    def texts(self, ids: Ids) -> list[str]:
+        return _stored_texts(self.scope, ids)
+
+
+@dataclass(frozen=True)
+class Held:
+    """Stored contents whose shingle sets a caller holds already (``ids`` sorted, ``sets`` row
+    for row), their signatures read on ``store``: their texts are not read again."""
+
+    store: Reader
+    ids: Ids
+    sets: Ragged
+
+    def signatures(self, ids: Ids) -> npt.NDArray[np.uint32]:
+        return self.store.signatures(ids)
+
+    def texts(self, ids: Ids) -> Ragged:
+        return self.sets.take(np.searchsorted(self.ids, ids))
+
+
+@dataclass(frozen=True)
+class Given:
+    """Stored contents a caller read already: ``ids`` (sorted), their signatures and texts."""
+
+    ids: Ids
+    sigs: npt.NDArray[np.uint32]
+    stored_texts: Sequence[str]
+
+    def signatures(self, ids: Ids) -> npt.NDArray[np.uint32]:
+        return self.sigs[np.searchsorted(self.ids, ids)]
+
+    def texts(self, ids: Ids) -> list[str]:
+        return [self.stored_texts[i] for i in np.searchsorted(self.ids, ids).tolist()]
+
+
+class SketchRows:
+    """The rows of a sketch of texts that are not stored (a query's, a check's) as ids, for
+    ``InMemory``: row r is id ``-1 - r``, below every content id."""
+
+    def __init__(self, rows: int) -> None:
+        self.new_positions = np.arange(rows, dtype=np.int64)
+
+    def slots(self, content_ids: Ids) -> Ids:
+        return -1 - content_ids
+
+    def is_new(self, content_ids: Ids) -> npt.NDArray[np.bool_]:
+        return content_ids < 0
+
+    @staticmethod
+    def ids(rows: Ids) -> Ids:
+        """The ids of sketch rows ``rows``."""
+        return -1 - np.asarray(rows, dtype=np.int64)
+
+
+class InMemory(NamedTuple):
+    """The pairs' ids that are rows of ``sketch`` (``rows.is_new``), and which rows."""
+
+    rows: NewContents
+    sketch: Sketch
+
+
+def verify(
+    config: IndexConfig,
+    sketcher: Sketcher,
+    reader: Reader,
+    left: Ids,
+    right: Ids,
+    fresh: InMemory | None,
+    floor: float,
+) -> Similarities:
+    """The similarity of each pair (``left[i]``, ``right[i]``) of ids: the ids ``fresh`` names
+    are rows of its sketch, the others stored contents read on ``reader``. Where texts are stored,
+    the exact Jaccard of the pairs whose signature agreement is hopeful for ``floor``, 0 for the
+    others; where they are not, the agreement. Each pair is judged once, on its own: splitting
+    the pairs changes no verdict."""
+    num_perm = config.params.num_perm
+    ids = distinct(np.concatenate([left, right]))
+    is_new = fresh.rows.is_new(ids) if fresh is not None else np.zeros(ids.size, dtype=bool)
+    old, new = ids[~is_new], ids[is_new]
+    # Sketch rows of the in-memory ids.
+    new_rows = fresh.rows.new_positions[fresh.rows.slots(new)] if fresh is not None else np.empty(0, np.int64)
+    # Local row r < len(old) is old[r]; the rest follow new's order.
+    local = np.empty(ids.size, dtype=np.int64)
+    local[np.flatnonzero(~is_new)] = np.arange(old.size)
+    local[np.flatnonzero(is_new)] = old.size + np.arange(new.size)
+    old_sigs = reader.signatures(old) if old.size else np.empty((0, num_perm), np.uint32)
+    sigs = old_sigs if fresh is None else np.concatenate([old_sigs, fresh.sketch.signatures[new_rows]])
+    at_left, at_right = local[np.searchsorted(ids, left)], local[np.searchsorted(ids, right)]
+    agree = _agreement(sigs, at_left, at_right)
+    if not config.store_text:
+        return agree
+    chosen = np.flatnonzero(hopeful(agree, floor, num_perm))
+    sim = np.zeros(agree.size)
+    if chosen.size == 0:
+        return sim
+    at_left, at_right = at_left[chosen], at_right[chosen]
+    # The rows in a pair, renumbered in order: the stored ones (below old.size) come first.
+    used = distinct(np.concatenate([at_left, at_right]))
+    needed = used[used < old.size]
+    texts: Sequence[str] | Ragged = reader.texts(old[needed]) if needed.size else []
+    sim[chosen] = _exact(
+        sketcher,
+        texts,
+        None if fresh is None else fresh.sketch,
+        new_rows[used[needed.size :] - old.size],
+        np.searchsorted(used, at_left),
+        np.searchsorted(used, at_right),
+    )
+    return sim
+
+
+# -- an ingest's, a rebuild's and a cluster's candidates: pairs of content ids -------------------
 
 
 def verify_pairs(
@@ -166,15 +304,24 @@ def verify_pairs(
     cand: Ids,
     plan: NewContents | None,
     sketch: Sketch | None,
+    held: tuple[Ids, Ragged] | None = None,
 ) -> Verified:
     """The candidate pairs of content ids whose similarity (exact, or estimated without text)
-    reaches the threshold. The plan's new contents are the batch's (in ``sketch``); the others are
-    read from the store on ``scope``, the signatures of at most about ``STORED_AT_ONCE`` at a time
-    (each pair's verdict is its own, so splitting the pairs changes none)."""
-    chunks = _chunks_by_first(cand, STORED_AT_ONCE)
-    if len(chunks) == 1:
-        return _verify_pairs(scope, config, sketcher, cand, plan, sketch)
-    found = [_verify_pairs(scope, config, sketcher, chunk, plan, sketch) for chunk in chunks]
+    reaches the threshold (``verify``). The plan's new contents are the batch's (in ``sketch``);
+    the others are read from the store on ``scope`` (their sets from ``held`` where it holds
+    them: ids sorted, sets row for row), the signatures of at most about ``STORED_AT_ONCE`` at a
+    time."""
+    reader: Reader = Store(scope, config.params.num_perm)
+    if held is not None:
+        reader = Held(reader, *held)
+    fresh = InMemory(plan, sketch) if plan is not None and sketch is not None else None
+    found = []
+    for chunk in _chunks_by_first(cand, STORED_AT_ONCE):
+        sim = verify(config, sketcher, reader, chunk[:, 0], chunk[:, 1], fresh, config.threshold)
+        ok = sim >= config.threshold
+        found.append(Verified(chunk[ok, 0], chunk[ok, 1], sim[ok]))
+    if len(found) == 1:
+        return found[0]
     return Verified(*(np.concatenate([f[i] for f in found]) for i in range(3)))
 
 
@@ -190,49 +337,6 @@ def _chunks_by_first(cand: Ids, most: int) -> list[Ids]:
     starts = np.flatnonzero(np.r_[True, first[1:] != first[:-1]])
     cuts = starts[most::most]
     return np.split(cand, cuts)
-
-
-def _verify_pairs(
-    scope: Scope,
-    config: IndexConfig,
-    sketcher: Sketcher,
-    cand: Ids,
-    plan: NewContents | None,
-    sketch: Sketch | None,
-) -> Verified:
-    threshold, num_perm = config.threshold, config.params.num_perm
-    ids = distinct(cand)
-    is_new = plan.is_new(ids) if plan is not None else np.zeros(ids.size, dtype=bool)
-    old, new = ids[~is_new], ids[is_new]
-    # Sketch rows of the batch's new contents.
-    new_rows = plan.new_positions[plan.slots(new)] if plan is not None else np.empty(0, np.int64)
-    # Local row r < len(old) is old[r]; the rest follow new's order.
-    local = np.empty(ids.size, dtype=np.int64)
-    local[np.flatnonzero(~is_new)] = np.arange(old.size)
-    local[np.flatnonzero(is_new)] = old.size + np.arange(new.size)
-    old_sigs = _stored_signatures(scope, old, num_perm)
-    sigs = old_sigs if sketch is None else np.concatenate([old_sigs, sketch.signatures[new_rows]])
-    left, right = local[np.searchsorted(ids, cand[:, 0])], local[np.searchsorted(ids, cand[:, 1])]
-    agree = _agreement(sigs, left, right)
-    if not config.store_text:
-        ok = agree >= threshold
-        return Verified(cand[ok, 0], cand[ok, 1], agree[ok])
-    keep = hopeful(agree, threshold, num_perm)
-    cand, left, right = cand[keep], left[keep], right[keep]
-    # The rows in a pair, renumbered in order: the stored ones (below old.size) come first.
-    used = distinct(np.concatenate([left, right]))
-    needed = used[used < old.size]
-    texts = _stored_texts(scope, old[needed])
-    exact = _exact(
-        sketcher,
-        texts,
-        sketch,
-        new_rows[used[needed.size :] - old.size],
-        np.searchsorted(used, left),
-        np.searchsorted(used, right),
-    )
-    ok = exact >= threshold
-    return Verified(cand[ok, 0], cand[ok, 1], exact[ok])
 
 
 @stage("verify: read stored signatures")
@@ -278,34 +382,20 @@ def complete_pairs(
         yield verify_pairs(scope, config, sketcher, cand, None, None)
 
 
-# -- a query's candidates: one text against the stored documents sharing a bucket ---------------
+# -- a query's candidates: one text against the stored contents sharing a bucket ----------------
 
 
 def verify_query(
     config: IndexConfig,
     sketcher: Sketcher,
-    text: str,
-    signature: npt.NDArray[np.uint32],
-    stored_texts: Callable[[int], str],
-    stored_signatures: npt.NDArray[np.uint32],
+    sketch: Sketch,
+    stored: Given,
     floor: float,
 ) -> Similarities:
-    """The similarity of ``text`` (its ``signature``) with each stored candidate (its signature a
-    row of ``stored_signatures``, its text ``stored_texts(i)``): exact where texts are stored and
-    the estimate is hopeful, else 0; the estimate where texts are not stored."""
-    sim = agreement_with(signature, stored_signatures)
-    if not config.store_text:
-        return sim
-    chosen = np.flatnonzero(hopeful(sim, floor, config.params.num_perm))
-    sim = np.zeros(stored_signatures.shape[0])
-    if chosen.size:
-        # The query's text first, then each hopeful candidate's: one shingling call for all.
-        texts = [text, *(stored_texts(i) for i in chosen.tolist())]
-        pairs = np.arange(1, chosen.size + 1, dtype=np.int64)
-        sim[chosen] = exact_similarity(
-            sketcher, texts, None, np.empty(0, np.int64), np.zeros(chosen.size, np.int64), pairs
-        )
-    return sim
+    """The similarity (``verify``) of the one text of ``sketch`` with each stored candidate of
+    ``stored``, in its order."""
+    left = SketchRows.ids(np.zeros(stored.ids.size, dtype=np.int64))
+    return verify(config, sketcher, stored, left, stored.ids, InMemory(SketchRows(1), sketch), floor)
 
 
 # -- a neighbours query's candidates: one text's shingle set against stored texts ----------------
@@ -357,37 +447,32 @@ def verify_matches(
     floor: float,
     helper: Callable[[], Scope] | None = None,
 ) -> Similarities:
-    """The similarity of each (sketch row ``inputs[i]``, stored content ``content[i]``) pair,
-    read in the caller's open transaction: exact where texts are stored and the estimate is
-    hopeful, else 0; the estimate where texts are not stored. With ``helper`` (the collection on
-    a second connection), many candidates' texts are read and shingled there meanwhile."""
+    """The similarity (``verify``) of each (sketch row ``inputs[i]``, stored content
+    ``content[i]``) pair, read in the caller's open transaction. With ``helper`` (the collection
+    on a second connection), many candidates' texts are read and shingled there meanwhile."""
     ids = distinct(content)
+    store = Store(scope, config.params.num_perm)
     read_ahead = helper is not None and config.store_text and not scope.distributed and ids.size >= READ_AHEAD
     with _shingles_ahead(scope, helper, sketcher, ids) if read_ahead and helper else nullcontext() as ahead:
-        stored_ids, stored_sigs = contents.signatures(scope, ids.tolist(), config.params.num_perm)
-        used = distinct(inputs)
-        sigs = np.concatenate([sketch.signatures[used], stored_sigs])
-        at = np.searchsorted(used, inputs)
-        sim = signature_agreement(sigs, at, used.size + np.searchsorted(stored_ids, content))
-        if not config.store_text:
-            return sim
-        chosen = np.flatnonzero(hopeful(sim, floor, config.params.num_perm))
-        stored: Sequence[str] | Ragged
-        if ahead is not None:
-            needed, stored = ids, ahead.result()
-        else:
-            needed = distinct(content[chosen])
-            texts = documents.texts(scope, needed.tolist())
-            stored = [texts[i] for i in needed.tolist()]
-        sim = np.zeros(content.size)
-        if chosen.size:
-            rows = distinct(inputs[chosen])
-            right = np.searchsorted(needed, content[chosen])
-            # Read ahead, every candidate's text is there, in a pair or not.
-            in_pairs = rows.size + (distinct(right).size if ahead is not None else needed.size)
-            left = len(stored) + np.searchsorted(rows, inputs[chosen])
-            sim[chosen] = exact_similarity(sketcher, stored, sketch, rows, left, right, in_pairs)
-        return sim
+        reader: Reader = store if ahead is None else _Ahead(store, ids, ahead)
+        fresh = InMemory(SketchRows(sketch.signatures.shape[0]), sketch)
+        return verify(config, sketcher, reader, SketchRows.ids(inputs), content, fresh, floor)
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """Stored contents whose texts a second connection reads and shingles meanwhile (all of
+    ``ids``, sorted, since which are hopeful is not known yet)."""
+
+    store: Store
+    ids: Ids
+    shingled: Future[Ragged]
+
+    def signatures(self, ids: Ids) -> npt.NDArray[np.uint32]:
+        return self.store.signatures(ids)
+
+    def texts(self, ids: Ids) -> Ragged:
+        return self.shingled.result().take(np.searchsorted(self.ids, ids))
 
 
 @contextmanager

@@ -198,3 +198,65 @@ def test_a_parts_pairs_are_cut_by_their_first_ids_each_pair_in_one_chunk(
     chunks = verification._chunks_by_first(cand, most)
     assert sorted(map(tuple, np.concatenate(chunks).tolist())) == sorted(pairs)
     assert all(np.unique(chunk[:, 0]).size <= most for chunk in chunks)
+
+
+def test_the_prefix_filters_pairs_are_verified_once_each(
+    make_index: Callable[..., Any],
+    parts: list[int],
+    ways: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every exact Jaccard an ingest computes through the pair kernels is of a pair it never
+    computed before: the prefix filter's parts are verified from the sets it holds, once."""
+    from neardup.core import verify
+
+    seen: list[frozenset[bytes]] = []
+    on_pairs = verify._on_pairs
+
+    def counting(kernel: Any, first: Any, second: Any, a: Any, b: Any) -> Any:
+        for i, j in zip(a.tolist(), b.tolist(), strict=True):
+            left = np.unique(first.values[first.offsets[i] : first.offsets[i + 1]]).tobytes()
+            right = np.unique(second.values[second.offsets[j] : second.offsets[j + 1]]).tobytes()
+            seen.append(frozenset((left, right)))
+        return on_pairs(kernel, first, second, a, b)
+
+    monkeypatch.setattr(verify, "_on_pairs", counting)
+    docs = issue_records(240)
+    index = make_index(threshold=0.8, bands=64, rows=2)
+    index.add(docs)
+    assert "joined" in ways
+    truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.8)
+    assert {(min(a, b), max(a, b)) for a, b, _ in index.pairs()} == truth.keys()
+    assert len(seen) >= len(truth) >= 20
+    assert len(set(seen)) == len(seen)
+
+
+def test_what_the_prefix_filter_holds_follows_the_batch_not_what_is_stored(
+    make_index: Callable[..., Any], parts: list[int], ways: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adding records of one template in rounds: each batch's join holds its own sets and one
+    chunk of the stored members', however many rounds came before, and finds every pair."""
+    monkeypatch.setattr(hot_pairs, "READ_CHUNK", 40)
+    held: list[int] = []
+    prefix_groups = hot_pairs._prefix_groups
+
+    def recording(ids: Any, sets: Any, threshold: float) -> Any:
+        held.append(len(sets))
+        return prefix_groups(ids, sets, threshold)
+
+    monkeypatch.setattr(hot_pairs, "_prefix_groups", recording)
+    docs = issue_records(360, seed=10)
+    index = make_index(threshold=0.8, bands=64, rows=2)
+    most = []
+    for start in range(0, len(docs), 100):
+        held.clear()
+        ways.clear()
+        index.add(docs[start : start + 100])
+        assert ways
+        assert set(ways) == {"joined"}
+        most.append(max(held))
+    assert len(most) == 4
+    assert max(most) <= 100 + 40  # the batch's sets and one chunk's
+    assert most[1] == most[2] == most[3]  # never the stored members' all at once
+    truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.8)
+    assert {(min(a, b), max(a, b)) for a, b, _ in index.pairs()} == truth.keys()

@@ -50,10 +50,15 @@ def test_pairs_with_what_another_writer_commits_between_prework_and_turn_are_fou
         return pre
 
     def counting(
-        ctx: BatchContext, cand: np.ndarray, plan: BatchPlan, sketch: Sketch, verdicts: Verdicts
+        ctx: BatchContext,
+        cand: np.ndarray,
+        plan: BatchPlan,
+        sketch: Sketch,
+        verdicts: Verdicts,
+        held: Any = None,
     ) -> Verified:
         reused.append((sum(k in verdicts for k in pair_keys(cand, plan)), len(cand)))
-        return unjudged(ctx, cand, plan, sketch, verdicts)
+        return unjudged(ctx, cand, plan, sketch, verdicts, held)
 
     monkeypatch.setattr(prework_module, "before_turn", then_another_writer_commits)
     monkeypatch.setattr(prework_module, "verify_unjudged", counting)

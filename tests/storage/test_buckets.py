@@ -112,7 +112,7 @@ def test_a_query_reads_an_older_partitions_band_bucket_content_index_alike(
         (name,) = conn.execute(
             "SELECT name FROM pg_prepared_statements WHERE statement LIKE '%%array_positions%%'"
         ).fetchone()
-        keys = index._writer.sketcher.band_keys(index._writer.sketcher.signatures([texts[0]]))[0]
+        keys = index._collection.sketcher.band_keys(index._collection.sketcher.signatures([texts[0]]))[0]
         with conn.transaction():
             conn.execute("SET LOCAL enable_seqscan = off")
             # EXPLAIN EXECUTE takes no bound parameters: the values go in as quoted literals.

@@ -587,23 +587,48 @@ def pair_jaccard(
     (the same batch twice for pairs within one); two empty sets give 0."""
     out = np.empty(left.shape[0], dtype=np.float64)
     for p in range(left.shape[0]):
-        i, i_end = a_offsets[left[p]], a_offsets[left[p] + 1]
-        j, j_end = b_offsets[right[p]], b_offsets[right[p] + 1]
-        size = (i_end - i) + (j_end - j)
-        common = 0
-        while i < i_end and j < j_end:
-            x, y = a_values[i], b_values[j]
-            if x == y:
-                common += 1
-                i += 1
-                j += 1
-            elif x < y:
-                i += 1
-            else:
-                j += 1
-        union = size - common
-        out[p] = common / union if union > 0 else 0.0
+        out[p] = _merged_jaccard(
+            a_values,
+            a_offsets[left[p]],
+            a_offsets[left[p] + 1],
+            b_values,
+            b_offsets[right[p]],
+            b_offsets[right[p] + 1],
+        )
     return out
+
+
+@_jit(inline="always")
+def _merged_jaccard(
+    a_values: np.ndarray, i: np.int64, i_end: np.int64, b_values: np.ndarray, j: np.int64, j_end: np.int64
+) -> float:
+    """Exact Jaccard of the sorted distinct sets ``a_values[i:i_end]`` and ``b_values[j:j_end]``,
+    by one merge (0 for two empty sets): the one Jaccard loop of the sorted kernels."""
+    size = (i_end - i) + (j_end - j)
+    common = 0
+    while i < i_end and j < j_end:
+        x, y = a_values[i], b_values[j]
+        if x == y:
+            common += 1
+            i += 1
+            j += 1
+        elif x < y:
+            i += 1
+        else:
+            j += 1
+    union = size - common
+    return common / union if union > 0 else 0.0
+
+
+@_jit(inline="always")
+def _agreement(sigs: np.ndarray, a: np.int64, b: np.int64) -> float:
+    """Share of equal non-EMPTY rows of signatures ``a`` and ``b``."""
+    n = sigs.shape[1]
+    same = 0
+    for c in range(n):
+        v = sigs[a, c]
+        same += (v == sigs[b, c]) & (v != EMPTY)
+    return float(same / n)
 
 
 # Golden-ratio multiplier of the pair kernel's hash table: spreads shingle hashes over its slots
@@ -692,15 +717,9 @@ def pair_jaccard_unsorted(
 @_kernel(lambda sigs, left, right: left.shape[0] * sigs.shape[1], _vectorised.pair_agreement)
 def pair_agreement(sigs: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
     """Share of equal non-EMPTY rows of signatures ``left[i]`` and ``right[i]`` (a Jaccard estimate)."""
-    n = sigs.shape[1]
     out = np.empty(left.shape[0], dtype=np.float64)
     for p in range(left.shape[0]):
-        a, b = left[p], right[p]
-        same = 0
-        for c in range(n):
-            v = sigs[a, c]
-            same += (v == sigs[b, c]) & (v != EMPTY)
-        out[p] = same / n
+        out[p] = _agreement(sigs, left[p], right[p])
     return out
 
 
@@ -872,33 +891,14 @@ def _similarity(
     """What verification says of rows ``a`` and ``b``: the signature agreement without texts;
     with them, the exact Jaccard of the sorted distinct sets where the agreement reaches ``floor``
     (-1 where it does not): ``pair_agreement`` and ``pair_jaccard``, one pair."""
-    n = sigs.shape[1]
-    same = 0
-    for c in range(n):
-        v = sigs[a, c]
-        if v == sigs[b, c] and v != EMPTY:
-            same += 1
-    agree = same / n
+    agree = _agreement(sigs, a, b)
     if not exact:
         return float(agree)
     if agree < floor:
         return -1.0
-    i, i_end = set_offsets[a], set_offsets[a + 1]
-    j, j_end = set_offsets[b], set_offsets[b + 1]
-    size = (i_end - i) + (j_end - j)
-    common = 0
-    while i < i_end and j < j_end:
-        x, y = set_values[i], set_values[j]
-        if x == y:
-            common += 1
-            i += 1
-            j += 1
-        elif x < y:
-            i += 1
-        else:
-            j += 1
-    union = size - common
-    return common / union if union > 0 else 0.0
+    return _merged_jaccard(
+        set_values, set_offsets[a], set_offsets[a + 1], set_values, set_offsets[b], set_offsets[b + 1]
+    )
 
 
 @_kernel(lambda *args: int(args[6].shape[0]) * 200 + int(args[0].shape[0]))

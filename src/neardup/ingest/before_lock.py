@@ -28,6 +28,7 @@ import numpy.typing as npt
 from neardup import verification
 from neardup.core.candidates import bucket_groups, candidate_parts
 from neardup.core.lsh import bucket_rows, distinct_keys
+from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketch
 from neardup.ingest import pairing, store
 from neardup.ingest.context import BatchContext
@@ -162,7 +163,12 @@ def reconcile(
 
 
 def verify_unjudged(
-    ctx: BatchContext, cand: npt.NDArray[np.int64], plan: BatchPlan, sketch: Sketch, verdicts: Verdicts
+    ctx: BatchContext,
+    cand: npt.NDArray[np.int64],
+    plan: BatchPlan,
+    sketch: Sketch,
+    verdicts: Verdicts,
+    held: tuple[npt.NDArray[np.int64], Ragged] | None = None,
 ) -> Verified:
     """``verify_pairs`` of the candidates without a verdict; the others as judged before."""
     found = [verdicts.get(k) for k in pair_keys(cand, plan)]
@@ -172,7 +178,9 @@ def verify_unjudged(
     if judged.all():
         return Verified(cand[kept, 0], cand[kept, 1], earlier[kept])
     unjudged = cand[~judged]
-    left, right, sim = verification.verify_pairs(ctx.scope, ctx.config, ctx.sketcher, unjudged, plan, sketch)
+    left, right, sim = verification.verify_pairs(
+        ctx.scope, ctx.config, ctx.sketcher, unjudged, plan, sketch, held
+    )
     return Verified(
         np.concatenate([cand[kept, 0], left]),
         np.concatenate([cand[kept, 1], right]),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from neardup.collection import config_of, open_collection
+from neardup.collection import Collection, open_collection
 from neardup.ingest.writer import Writer
 
 
@@ -13,11 +13,9 @@ from neardup.ingest.writer import Writer
 def opened_writer(url: str, schema: str, name: str) -> Iterator[Writer]:
     """A writer of collection ``name`` on a connection of its own, closed when the block ends."""
     conn, scope, row = open_collection(url, schema, name)
-    writer = Writer(
-        conn, url, scope.with_collection(row.collection_id, row.distributed), row.name, config_of(row)
-    )
+    collection = Collection.of(url, scope, row)
     try:
-        yield writer
+        yield Writer(collection)
     finally:
-        writer.close()
+        collection.close()
         conn.close()

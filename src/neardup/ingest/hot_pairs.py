@@ -2,17 +2,16 @@
 so hot that those are far too many, only the ones the prefix filter cannot rule out.
 
 The pairs the index stores are the candidates (pairs sharing a bucket) whose signatures agree
-enough and whose exact Jaccard reaches the threshold (``verification.verify_pairs``). Where hot
+enough and whose exact Jaccard reaches the threshold (``verification.verify``). Where hot
 buckets (of more than ``HOT_GROUP`` members) make most of the pairs, and those number more than a
 few parts' worth, the batch reads the shingle sets of every
 member (the stored ones from their texts) and makes the pairs sharing a prefix shingle
 (``core.prefix_filter``): a superset of the pairs at or above the threshold. If those are fewer
-by half, the candidates become the pairs that share a prefix shingle *and* a bucket, and whose
-exact Jaccard, from the sets in memory, reaches the threshold; each part then goes to
-``verify_pairs`` as before. A pair this drops is below the threshold, so ``verify_pairs`` would
-have rejected it: the pairs stored are the same, with the same similarities
-(tests/ingest/test_hot_buckets.py against brute force). Generated records (short texts of one
-template, nearly every pair a candidate, few a duplicate) are the case: their rare shingles fill
+by half, the candidates become the pairs that share a prefix shingle *and* a bucket, verified
+once each from the sets in memory (``Parts.held``: no text is read again). A pair this drops
+shares no prefix shingle, so it is below the threshold: the pairs stored are the same, with the
+same similarities (tests/ingest/test_hot_buckets.py against brute force). Short records of one
+template (nearly every pair a candidate, few a duplicate) are the case: their rare shingles fill
 the prefixes. Clusters of near-copies are not (most of their pairs are duplicates): there the
 buckets' pairs are fewer, and the batch enumerates them as before, having paid one read of the
 members' texts.
@@ -30,7 +29,6 @@ from neardup.core.distinct import distinct
 from neardup.core.prefix_filter import PrefixGroups, prefix_groups, prefix_parts
 from neardup.core.ragged import Ragged, concat
 from neardup.core.sketch import Sketch
-from neardup.core.verify import exact_jaccard
 from neardup.ingest.context import BatchContext
 from neardup.ingest.plan import BatchPlan
 from neardup.stages import stage
@@ -47,20 +45,28 @@ JOIN_FROM_PARTS = 4
 # where they make most of the pairs. Clusters of a hundred near-copies never are, so an ordinary
 # ingest reads no texts for it.
 HOT_GROUP = 1_024
-# Shingles (4 bytes each) the prefix filter may hold for the members' sets; with more, the batch
-# enumerates the buckets' pairs, so that its memory follows this bound and not the collection.
+# Shingles (4 bytes each) the prefix filter may hold for the new members' sets and one chunk of
+# the stored members'; with more, the batch enumerates the buckets' pairs.
 SETS_BUDGET = 1 << 25
-# Stored texts read at a time while their shingle sets are made.
+# Stored members whose texts are read, shingled and joined with the batch at a time: the join
+# holds one such chunk, whatever the number of stored members sharing the batch's buckets.
 READ_CHUNK = 20_000
+
+
+Held = tuple[Pairs, Ragged]
+"""Shingle sets of stored contents read for a part (ids sorted, sets row for row): its verifier
+compares those, and reads no text again."""
+Part = tuple[Pairs, Held | None]
+"""A part of candidate pairs, and the stored sets read for it (None where none were)."""
 
 
 def candidate_parts(
     ctx: BatchContext, reading: Scope, plan: BatchPlan, sketch: Sketch, groups: Ragged
-) -> Iterator[Pairs]:
+) -> Iterator[Part]:
     """The batch's candidate pairs of content ids in parts (each pair in one part, the smaller id
     first), stored contents read on ``reading``: either every pair sharing a group of ``groups``
     (``candidates.candidate_parts``) or, where that is far more work, those sharing a group that
-    the prefix filter and the exact Jaccard leave (see the module's docstring)."""
+    the prefix filter leaves (see the module's docstring)."""
     if ctx.config.store_text:
         hot = _hot(groups)
         work = candidates.pair_count(groups, plan.first_new)
@@ -69,7 +75,7 @@ def candidate_parts(
             joined = _joined(ctx, reading, plan, sketch, groups, work)
             if joined is not None:
                 return joined
-    return _enumerated(groups, plan.first_new)
+    return ((cand, None) for cand in _enumerated(groups, plan.first_new))
 
 
 def _hot(groups: Ragged) -> Ragged:
@@ -88,76 +94,72 @@ def _enumerated(groups: Ragged, first_new: int) -> Iterator[Pairs]:
 
 def _joined(
     ctx: BatchContext, reading: Scope, plan: BatchPlan, sketch: Sketch, groups: Ragged, work: int
-) -> Iterator[Pairs] | None:
+) -> Iterator[Part] | None:
     """The prefix filter's parts, or None where the sets exceed ``SETS_BUDGET`` or the filter
-    would leave more than half the buckets' pairs."""
-    held = _member_sets(ctx, reading, plan, sketch, distinct(np.asarray(groups.values, np.int64)))
-    if held is None:
+    would leave more than half the buckets' pairs (judged on the first chunk of stored members).
+    The stored members are read ``READ_CHUNK`` at a time, each chunk joined with the batch's new
+    contents and let go before the next is read: what the join holds follows the batch and the
+    chunk, not how many stored contents share the batch's buckets."""
+    members = distinct(np.asarray(groups.values, np.int64))
+    is_new = plan.is_new(np.abs(members))
+    new, old = members[is_new], members[~is_new]
+    new_sets = sketch.distinct_shingles(plan.new_positions[plan.slots(np.abs(new))])
+    first = _chunk_sets(ctx, reading, old[:READ_CHUNK])
+    if int(new_sets.values.size) + int(first.values.size) > SETS_BUDGET:
         return None
-    ids, sets = held
-    shared = _prefix_groups(ids, sets, ctx.config.threshold)
-    if 2 * candidates.pair_count(shared.groups, plan.first_new) > work:
+    shared = _prefix_groups(
+        np.concatenate([new, old[:READ_CHUNK]]), concat(new_sets, first), ctx.config.threshold
+    )
+    chunks = max(1, -(-old.size // READ_CHUNK))
+    if 2 * candidates.pair_count(shared.groups, plan.first_new) * chunks > work:
         return None
-    return _filtered(shared, candidates.Membership(groups), ids, sets, plan.first_new, ctx.config.threshold)
+    return _chunked(ctx, reading, plan, groups, new, new_sets, old, shared, first)
 
 
-def _filtered(
+def _chunked(
+    ctx: BatchContext,
+    reading: Scope,
+    plan: BatchPlan,
+    groups: Ragged,
+    new: Pairs,
+    new_sets: Ragged,
+    old: Pairs,
     shared: PrefixGroups,
-    membership: candidates.Membership,
-    ids: Pairs,
     sets: Ragged,
-    first_new: int,
-    threshold: float,
-) -> Iterator[Pairs]:
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
-    for cand in prefix_parts(shared, threshold, first_new):
-        kept = _kept(cand, membership, order, sorted_ids, sets, threshold)
-        if kept.shape[0]:
-            kept[:, 0] = np.abs(kept[:, 0])
-            yield kept
+) -> Iterator[Part]:
+    """The prefix filter's parts chunk by chunk of the stored members ``old`` (the first chunk's
+    prefix groups and sets given); pairs of two new contents come with the first chunk only."""
+    membership = candidates.Membership(groups)
+    threshold, first_new = ctx.config.threshold, plan.first_new
+    for start in range(0, max(old.size, 1), READ_CHUNK):
+        chunk = old[start : start + READ_CHUNK]
+        if start:
+            sets = _chunk_sets(ctx, reading, chunk)
+            shared = _prefix_groups(np.concatenate([new, chunk]), concat(new_sets, sets), threshold)
+        order = np.argsort(np.abs(chunk), kind="stable")
+        held = (np.abs(chunk)[order], sets.take(order))
+        for cand in prefix_parts(shared, threshold, first_new):
+            if start:
+                cand = cand[cand[:, 0] < first_new]  # both new: paired with the first chunk
+            kept = _kept(cand, membership)
+            if kept.shape[0]:
+                kept[:, 0] = np.abs(kept[:, 0])
+                yield kept, held
 
 
-@stage("candidate pairs: prefix filter, a shared bucket, exact Jaccard")
-def _kept(
-    cand: Pairs,
-    membership: candidates.Membership,
-    order: Pairs,
-    sorted_ids: Pairs,
-    sets: Ragged,
-    threshold: float,
-) -> Pairs:
-    """The pairs of ``cand`` (left by the prefix and positional filters) that share a bucket too
-    and whose exact Jaccard reaches ``threshold``."""
-    cand = cand[membership.share(cand[:, 0], cand[:, 1])]
-    left = order[np.searchsorted(sorted_ids, cand[:, 0])]
-    right = order[np.searchsorted(sorted_ids, cand[:, 1])]
-    return cand[exact_jaccard(sets, left, right) >= threshold]
+@stage("candidate pairs: prefix filter, a shared bucket")
+def _kept(cand: Pairs, membership: candidates.Membership) -> Pairs:
+    """The pairs of ``cand`` (left by the prefix and positional filters) that share a bucket too."""
+    return cand[membership.share(cand[:, 0], cand[:, 1])]
 
 
 _prefix_groups = stage("candidate pairs: prefix groups")(prefix_groups)
 
 
 @stage("candidate pairs: members' shingle sets")
-def _member_sets(
-    ctx: BatchContext, reading: Scope, plan: BatchPlan, sketch: Sketch, members: Pairs
-) -> tuple[Pairs, Ragged] | None:
-    """The members (as in the groups: ids of contents stored by later writers negated) in some
-    order, with their sorted distinct shingle sets: the batch's new contents from ``sketch``, the
-    stored ones from their texts; None once the sets exceed ``SETS_BUDGET`` shingles."""
-    content = np.abs(members)
-    is_new = plan.is_new(content)
-    new = members[is_new]
-    parts = [sketch.distinct_shingles(plan.new_positions[plan.slots(np.abs(new))])]
-    held = int(parts[0].values.size)
-    old = members[~is_new]
-    for start in range(0, old.size, READ_CHUNK):
-        if held > SETS_BUDGET:
-            return None
-        wanted = np.abs(old[start : start + READ_CHUNK]).tolist()
-        texts = documents.texts(reading, wanted)
-        parts.append(ctx.sketcher.shingles([texts[i] for i in wanted], unique=True))
-        held += int(parts[-1].values.size)
-    if held > SETS_BUDGET:
-        return None
-    return np.concatenate([new, old]), concat(*parts)
+def _chunk_sets(ctx: BatchContext, reading: Scope, chunk: Pairs) -> Ragged:
+    """The sorted distinct shingle sets of the stored members ``chunk`` (as in the groups: ids of
+    contents stored by later writers negated), from their texts."""
+    wanted = np.abs(chunk).tolist()
+    texts = documents.texts(reading, wanted) if wanted else {}
+    return ctx.sketcher.shingles([texts[i] for i in wanted], unique=True)

@@ -38,6 +38,8 @@ from neardup.verification import Verified
 
 Ids = npt.NDArray[np.int64]
 Pairs = npt.NDArray[np.int64]
+Part = tuple[Pairs, Callable[[Pairs], Verified]]
+"""Candidate pairs, and how to verify them (their maker may hold what verifies them)."""
 
 # Groups of at most this many members have every pair enumerated and verified: below it, linking
 # saves nothing worth its bookkeeping, and the pairs are stored whatever the cluster's size.
@@ -60,8 +62,9 @@ class Sources:
     """Signatures and shingle sets of contents, for linking."""
     store: Callable[[Verified], None]
     """Store verified pairs (each once)."""
-    exhaustive: Callable[[Ragged, int], Iterator[Pairs]]
-    """Every candidate pair of groups (with a new member at or above the id given) in parts."""
+    exhaustive: Callable[[Ragged, int], Iterator[Part]]
+    """Every candidate pair of groups (with a new member at or above the id given) in parts, or
+    a superset of those at or above the threshold, and their verifier."""
     threshold: float
     floor: float
     """The signature agreement below which a linking test fails without an exact check."""
@@ -98,16 +101,21 @@ def pair(groups: Ragged, first_new: int, sources: Sources, forest: Forest | None
     in_small = candidates.Membership(small)
     linked = _link(hot, first_new, sources, forest, labels)
     given_up = _subset(hot, linked.given_up)
-    kept = _outside(np.stack([linked.left, linked.right], axis=1), in_small, given_up)
+    # Linking's verdicts stand for the groups given up too: their enumeration skips what it tested.
+    kept = _outside(np.stack([linked.left, linked.right], axis=1), in_small, None)
     ok = np.zeros(linked.left.size, dtype=bool)
     ok[kept] = True
     stored += _store(
         sources, Verified(np.abs(linked.left[ok]), np.abs(linked.right[ok]), linked.similarity[ok])
     )
-    for cand in sources.exhaustive(given_up, first_new):
+    tested = _pair_keys(np.abs(linked.tested))
+    for cand, verify in sources.exhaustive(given_up, first_new):
         cand = cand[_outside(cand, in_small, None)]
         cand[:, 0] = np.abs(cand[:, 0])
-        stored += _store_and_join(sources, forest, labels, sources.verify(cand))
+        if tested.size:
+            cand = cand[~np.isin(_pair_keys(cand), tested)]
+        if cand.shape[0]:
+            stored += _store_and_join(sources, forest, labels, verify(cand))
     linking_groups = _subset(hot, ~linked.given_up)
     stored += _complete(linking_groups, first_new, sources, forest, labels, in_small, given_up, linked)
     return _done(forest, labels, stored)

@@ -27,7 +27,7 @@ from neardup.core.minhash import empty_rows
 from neardup.core.ragged import Ragged
 from neardup.ingest import store
 from neardup.ingest.context import BatchContext
-from neardup.ingest.pairing import Sources, pair
+from neardup.ingest.pairing import Part, Sources, pair
 from neardup.ingest.store import ranks, settle_clusters
 from neardup.stages import stage
 from neardup.storage import buckets, contents, fingerprints, verified_pairs
@@ -95,8 +95,8 @@ def _sources(ctx: BatchContext, chunk: Ids, known: npt.NDArray[np.complex128]) -
         fresh = ~np.isin(_keys(left, right), known) if known.size else np.ones(left.size, dtype=bool)
         store.copy_pairs(ctx, Verified(left[fresh], right[fresh], found.similarity[fresh]))
 
-    def exhaustive(groups: Ragged, first_new: int) -> Iterator[Ids]:
-        return candidates.candidate_parts(groups, first_new=first_new)
+    def exhaustive(groups: Ragged, first_new: int) -> Iterator[Part]:
+        return ((cand, verify) for cand in candidates.candidate_parts(groups, first_new=first_new))
 
     return Sources(
         new_ids=chunk,

@@ -4,6 +4,7 @@ judged before the batch's turn kept."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -15,13 +16,15 @@ from neardup.core.sketch import Sketch
 from neardup.ingest import before_lock, hot_pairs, store
 from neardup.ingest.before_lock import Verdicts
 from neardup.ingest.context import BatchContext
-from neardup.ingest.pairing import Sources
+from neardup.ingest.pairing import Part, Sources
 from neardup.ingest.plan import BatchPlan
 from neardup.stages import stage
 from neardup.storage import contents
 from neardup.storage.scope import Scope
 
 Ids = npt.NDArray[np.int64]
+Held = tuple[Ids, Ragged] | None
+"""Shingle sets of stored contents read already (ids sorted), verified from these."""
 
 
 def batch_sources(
@@ -31,16 +34,17 @@ def batch_sources(
     the batch's own connection; ``verdicts``: pairs judged before the turn, not verified again."""
     config = ctx.config
 
-    def verify(cand: npt.NDArray[np.int64]) -> verification.Verified:
+    def verify(cand: npt.NDArray[np.int64], held: Held = None) -> verification.Verified:
         if verdicts:
-            return before_lock.verify_unjudged(ctx, cand, plan, sketch, verdicts)
-        return verification.verify_pairs(reading, config, ctx.sketcher, cand, plan, sketch)
+            return before_lock.verify_unjudged(ctx, cand, plan, sketch, verdicts, held)
+        return verification.verify_pairs(reading, config, ctx.sketcher, cand, plan, sketch, held)
 
     def load(ids: Ids) -> tuple[npt.NDArray[np.uint32], Ragged | None]:
         return verification.signatures_and_sets(reading, config, ctx.sketcher, ids, plan, sketch)
 
-    def exhaustive(groups: Ragged, first_new: int) -> Iterator[npt.NDArray[np.int64]]:
-        return hot_pairs.candidate_parts(ctx, reading, plan, sketch, groups)
+    def exhaustive(groups: Ragged, first_new: int) -> Iterator[Part]:
+        for cand, held in hot_pairs.candidate_parts(ctx, reading, plan, sketch, groups):
+            yield cand, functools.partial(verify, held=held)
 
     return Sources(
         new_ids=np.sort(plan.new_ids),

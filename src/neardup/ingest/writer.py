@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from neardup import validate
+from neardup.collection import Collection
 from neardup.config import DEFAULT_BATCH_SIZE, IndexConfig
 from neardup.core.lsh import bucket_rows
 from neardup.core.sketch import Sketch, Sketcher
@@ -28,7 +29,7 @@ from neardup.errors import InputError, ParamsError
 from neardup.ingest import before_lock, pairing, relink, store
 from neardup.ingest.before_lock import Prework, Verdicts
 from neardup.ingest.bucket_members import Deferral, Members, choose, probe_early
-from neardup.ingest.context import BatchContext, Connections, on
+from neardup.ingest.context import BatchContext, on
 from neardup.ingest.plan import Batch, BatchPlan
 from neardup.ingest.reading import Upcoming
 from neardup.ingest.sources import batch_sources
@@ -54,31 +55,24 @@ SETTLE_AFTER = 10_000
 
 
 class Writer:
-    """Writes one collection on the index's connection; a second connection probes buckets."""
+    """Writes one collection (its handle's, on the handle's home connection); a second connection
+    probes buckets. The handle's owner closes its connections."""
 
-    def __init__(
-        self,
-        conn: Connection,
-        url: str,
-        scope: Scope,
-        name: str,
-        config: IndexConfig,
-        connections: Connections | None = None,
-    ) -> None:
-        self._scope, self.name = on(scope, conn), name
-        self.config = config
-        self.sketcher = Sketcher(config.params)
-        self._connections = Connections(url, self._scope) if connections is None else connections
+    def __init__(self, collection: Collection) -> None:
+        self._collection = collection
+        self._scope, self.name = collection.scope, collection.name
+        self._connections = collection.connections
         self._deferral = Deferral()
 
-    def close(self) -> None:
-        """Close the connections this writer opened (not the index's own)."""
-        self._connections.close()
+    @property
+    def config(self) -> IndexConfig:
+        """The collection's parameters, as its handle holds them."""
+        return self._collection.config
 
-    def second_scope(self) -> Scope:
-        """This writer's collection on its second connection (opened on first use); between the
-        writer's own statements, a reader such as ``Index.check`` may run transactions on it."""
-        return self._connections.second()
+    @property
+    def sketcher(self) -> Sketcher:
+        """The sketcher of those parameters."""
+        return self._collection.sketcher
 
     def _context(self, conn: Connection | None = None) -> BatchContext:
         scope = self._scope if conn is None else on(self._scope, conn)
@@ -211,11 +205,11 @@ class Writer:
                 f"collection {self.name!r} stores no text, so only threshold, bands and rows can change "
                 f"(asked: {'; '.join(self.config.params.differences(config.params))})"
             )
-        old = self.config, self.sketcher
+        old = self.config
         try:
             with translated(f"rebuilding {self.name!r}"), transaction(self._scope.conn):
                 row = store.lock(self._context())
-                self.config, self.sketcher = config, Sketcher(config.params)
+                self._collection.configure(config)
                 ctx = self._context()
                 ctx.feed.begin_rebuild(ctx.scope, row)
                 catalog.set_params(ctx.scope, config.params.to_dict(), config.threshold)
@@ -227,7 +221,7 @@ class Writer:
                     self._resketch(ctx, batch_size)
                 ctx.feed.end(ctx.scope, rebuild=True)
         except BaseException:
-            self.config, self.sketcher = old
+            self._collection.configure(old)
             self._deferral.memory = None
             raise
 

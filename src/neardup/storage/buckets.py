@@ -175,12 +175,19 @@ def truncate(scope: Scope) -> None:
 
 
 def lookup(
-    scope: Scope, keys: npt.NDArray[np.int64], with_text: bool, num_perm: int, most: int | None = None
+    scope: Scope,
+    keys: npt.NDArray[np.int64],
+    with_text: bool,
+    num_perm: int,
+    most: int | None = None,
+    dense: int | None = None,
 ) -> tuple[list[tuple[Any, ...]], npt.NDArray[np.uint32]]:
     """Contents sharing a bucket with the keys (one per band): (content, text, ids) each, the ids
     in no particular order, the text any one of the content's documents'; and their signatures,
-    one row each. With ``most``, at most that many contents, any of them (buckets of a dense
-    cluster hold its near-copies by the thousand).
+    one row each. With ``most`` and ``dense`` (the collection's dense cluster size), every
+    candidate of a cluster with fewer than ``dense`` of them, and at most ``most`` (any of them)
+    of each cluster with more, which only a dense cluster can have: its buckets hold its
+    near-copies by the thousand. With ``most`` alone, at most that many contents, any of them.
 
     On one server, one join of the candidates with their signatures (a prepared statement). On a
     distributed collection the candidates are found on the buckets' shards first (a CTE Citus runs
@@ -220,11 +227,27 @@ def lookup(
         # One index scan for all the keys (band i's key at position i + 1), not a join with a
         # function scan that rescans the index once per key. The bands' condition lets a
         # partition's older (band, bucket, content_id) index serve too.
-        query = (
-            f"{columns}FROM (SELECT DISTINCT b.content_id FROM {{buckets_p}} b "
+        candidates = (
+            "SELECT DISTINCT b.content_id FROM {buckets_p} b "
             "WHERE b.collection_id = %(c)s AND b.band = ANY(%(bands)s::int2[]) "
             "AND b.bucket = ANY(%(keys)s::int8[]) "
-            f"AND b.band + 1 = ANY(array_positions(%(keys)s::int8[], b.bucket)){cap}) c "
+            "AND b.band + 1 = ANY(array_positions(%(keys)s::int8[], b.bucket))"
+        )
+        if most is not None and dense is not None:
+            # Each candidate's cluster, and how many candidates it has: a cluster under the dense
+            # size has fewer than that, so every candidate outside dense clusters is read.
+            params["dense"] = dense
+            candidates = (
+                "SELECT k.content_id FROM (SELECT c.content_id, count(*) OVER w AS n, "
+                f"row_number() OVER w AS r FROM ({candidates}) c JOIN {{contents_p}} t "
+                "ON t.collection_id = %(c)s AND t.content_id = c.content_id "
+                "WINDOW w AS (PARTITION BY t.cluster_id)) k "
+                "WHERE k.n < %(dense)s OR k.r <= %(most)s"
+            )
+        else:
+            candidates += cap
+        query = (
+            f"{columns}FROM ({candidates}) c "
             "JOIN {signatures_p} s ON s.collection_id = %(c)s AND s.content_id = c.content_id"
         )
     cursor = scope.binary_cursor()
