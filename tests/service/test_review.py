@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -116,3 +117,32 @@ def test_the_home_page_shows_what_the_labels_say(service: Service) -> None:
         # One label cannot show precision 0.95 with confidence: the page says so, and its bin.
         assert "no threshold reaches labelled precision 0.95" in mine.split("</div>")[0]
         assert "<td>1</td><td>1</td><td>1.000</td><td>[0.207, 1.000]</td>" in mine.split("</div>")[0]
+
+
+def test_the_pages_count_what_the_api_and_the_listings_count_under_the_same_names(service: Service) -> None:
+    """The home page's and a collection's page's documents, clusters and document pairs are the
+    API's ``stats`` counts of those names, and the pairs and clusters the listings hold."""
+    from tests.test_counts import TEXTS
+
+    name = "review-counts"
+    with service.client(service.tokens["admin"]) as admin:
+        admin.delete(f"/v1/collections/{name}")
+        assert admin.post("/v1/collections", json={"name": name, "threshold": 0.5}).status_code == 201
+        docs = [{"id": i, "text": t} for i, t in TEXTS.items()]
+        assert admin.post(f"/v1/collections/{name}/documents", json=docs).status_code == 200
+    with service.client(service.tokens["read"]) as reader:
+        stats = reader.get(f"/v1/collections/{name}").json()["stats"]
+        ndjson = {"Accept": "application/x-ndjson"}
+        pairs = reader.get(f"/v1/collections/{name}/pairs", headers=ndjson).text.splitlines()
+        members = reader.get(f"/v1/collections/{name}/clusters", headers=ndjson).text.splitlines()
+        home = reader.get("/review/").text
+        page = reader.get(f"/review/{name}").text
+    assert stats["document_pairs"] == len(pairs) == 16  # as tests/test_counts.py counts them
+    assert stats["clusters"] == len({json.loads(m)["cluster"] for m in members}) == 2
+    row = home[home.index(f'<a href="/review/{name}">') :].split("</tr>")[0]
+    cells = [int(c.replace(",", "")) for c in re.findall(r'<td class="num[^"]*">([\d,]+)</td>', row)]
+    assert cells[:3] == [stats["documents"], stats["clusters"], stats["document_pairs"]]
+    counts = page[page.index('id="counts"') :].split("</p>")[0]
+    assert f"{stats['documents']} documents" in counts
+    assert f"{stats['clusters']} clusters" in counts
+    assert f"{stats['document_pairs']} document pairs" in counts
