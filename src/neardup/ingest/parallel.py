@@ -190,7 +190,7 @@ class _State:
                 cls = getattr(errors, report[2], None)
                 if not (isinstance(cls, type) and issubclass(cls, NeardupError)):
                     cls = InternalError
-                raise cls(report[3])
+                raise cls(report[3], hint=report[4])
             self.totals[k] = report[2]
             if kind == "done":
                 self.done.add(k)
@@ -264,4 +264,8 @@ def _write(
     except _AbortedError:
         pass  # the reading process failed and reports its own error
     except BaseException as exc:  # reported to the reading process, which raises it
-        results.put(("error", k, type(exc).__name__, str(exc)))
+        # The message and its hint apart, so that the face that reports it words the hint.
+        if isinstance(exc, NeardupError):
+            results.put(("error", k, type(exc).__name__, exc.message, exc.hint))
+        else:
+            results.put(("error", k, type(exc).__name__, str(exc), None))
