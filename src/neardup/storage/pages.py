@@ -340,7 +340,13 @@ def queue_counts(scope: Scope, threshold: float, key: tuple[float, str, str] | N
 
 def review_counts(scope: Scope) -> dict[str, int]:
     """Documents, clusters, pairs of documents (identical copies included, as pair_list lists
-    them), how many of those pairs are labelled, and how many are left to review."""
+    them), how many of those pairs are labelled, how many are left to review, and whether the
+    counts are estimated (1, as ``statistics.collection_counts`` estimates them: the labels are
+    then counted as they are, and ``left`` is the estimated pairs less the labels), else 0."""
+    if scope.distributed:
+        span = statistics.id_span(scope)
+        if statistics.estimated(scope, span):
+            return _estimated_review(scope, {scope.collection_id: span})[scope.collection_id]
     query = (
         f"WITH {pair_list.cte(scope)} SELECT (SELECT count(*) FROM {{documents_p}}), "
         f"({statistics.CLUSTER_COUNT}), count(p.id_a), count(l.label) FROM dp p LEFT JOIN {{s}}.labels l "
@@ -355,14 +361,49 @@ def review_counts(scope: Scope) -> dict[str, int]:
         "document_pairs": pairs,
         "labelled": labelled,
         "left": pairs - labelled,
+        "estimated": 0,
     }
 
 
-def review_counts_of(scope: Scope, collection_ids: list[int], distributed: bool) -> dict[int, dict[str, int]]:
-    """``review_counts`` of several collections of the scope's schema (``distributed`` if its
-    collections are), each statement reading the schema's tables once for all of them."""
+def _estimated_review(scope: Scope, id_spans: dict[int, int]) -> dict[int, dict[str, int]]:
+    """``review_counts`` of the distributed collections of ``id_spans`` ({collection id: its
+    ``next_content_id``}), estimated."""
+    with translated("counting collections for review"):
+        labels = dict(
+            scope.conn.execute(
+                scope.sql(
+                    "SELECT collection_id, count(*) FROM {s}.labels WHERE collection_id = ANY(%s::int4[]) "
+                    "GROUP BY collection_id"
+                ),
+                (list(id_spans),),
+            ).fetchall()
+        )
+        found = {}
+        for c, span in id_spans.items():
+            sampled = statistics.sample_counts(scope.with_collection(c, True), span)
+            labelled = int(labels.get(c, 0))
+            found[c] = {
+                "documents": sampled["documents"],
+                "clusters": sampled["clusters"],
+                "document_pairs": sampled["document_pairs"],
+                "labelled": labelled,
+                "left": max(sampled["document_pairs"] - labelled, 0),
+                "estimated": 1,
+            }
+    return found
+
+
+def review_counts_of(scope: Scope, id_spans: dict[int, int], distributed: bool) -> dict[int, dict[str, int]]:
+    """``review_counts`` of several collections of the scope's schema, given as {collection id:
+    its ``next_content_id``} (``distributed`` if its collections are), each exact count a
+    statement reading the schema's tables once for all of them."""
+    guessed = {c: span for c, span in id_spans.items() if distributed and span > statistics.ESTIMATE_ABOVE}
+    found = _estimated_review(scope, guessed) if guessed else {}
+    collection_ids = [c for c in id_spans if c not in guessed]
+    if not collection_ids:
+        return found
     params = {"cs": collection_ids}
-    found: dict[int, dict[str, int]] = {c: dict.fromkeys(_REVIEW_COUNTS, 0) for c in collection_ids}
+    found.update({c: dict.fromkeys(_REVIEW_COUNTS, 0) for c in collection_ids})
     statements = (
         statistics.LISTED_COUNTS[0],
         statistics.LISTED_COUNTS[2],
@@ -380,12 +421,12 @@ def review_counts_of(scope: Scope, collection_ids: list[int], distributed: bool)
                 found[int(row[0])][what] = int(row[1])
                 if what == "document_pairs":
                     found[int(row[0])]["labelled"] = int(row[2])
-    for counts in found.values():
-        counts["left"] = counts["document_pairs"] - counts["labelled"]
+    for c in collection_ids:
+        found[c]["left"] = found[c]["document_pairs"] - found[c]["labelled"]
     return found
 
 
-_REVIEW_COUNTS = ("documents", "clusters", "document_pairs", "labelled", "left")
+_REVIEW_COUNTS = ("documents", "clusters", "document_pairs", "labelled", "left", "estimated")
 
 
 def titles(scope: Scope, ids: list[str]) -> dict[str, str]:
