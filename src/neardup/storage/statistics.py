@@ -245,7 +245,9 @@ ESTIMATED = "estimated"
 def windows(collection_id: int, id_span: int) -> list[tuple[int, int]]:
     """The sample's windows (first, last content id, inclusive) over ids ``[0, id_span)``."""
     stretch = id_span // SAMPLE_WINDOWS
-    width = min(max(SAMPLE_IDS // SAMPLE_WINDOWS, 1), stretch)
+    width = max(SAMPLE_IDS // SAMPLE_WINDOWS, 1)
+    if width >= stretch:  # the sample would be every id: it is, and the counts are exact
+        return [(0, max(id_span - 1, 0))]
     picks = random.Random(collection_id)
     found = []
     for w in range(SAMPLE_WINDOWS):
@@ -277,21 +279,26 @@ def collection_counts(scope: Scope, id_span: int) -> tuple[dict[str, int], str]:
     return {**counts(scope), "document_pairs": document_pairs(scope)}, EXACT
 
 
-def _in_windows(column: str, spans: list[tuple[int, int]]) -> tuple[str, list[int]]:
-    """A condition that ``column`` is in one of ``spans``, with its parameters in order."""
-    return "(" + " OR ".join(f"{column} BETWEEN %s AND %s" for _ in spans) + ")", [
-        v for span in spans for v in span
+def _in_windows(
+    alias: str, column: str, collection_id: int, spans: list[tuple[int, int]]
+) -> tuple[str, list[int]]:
+    """A condition that ``alias.column`` is in one of ``spans``, with its parameters in order: the
+    collection's id with each span, so that each is a range of the index on (collection_id,
+    column) and the shards read their rows in the windows only."""
+    arm = f"({alias}.collection_id = %s AND {alias}.{column} BETWEEN %s AND %s)"
+    return "(" + " OR ".join(arm for _ in spans) + ")", [
+        v for first, last in spans for v in (collection_id, first, last)
     ]
 
 
 def sample_statements(scope: Scope, id_span: int) -> list[tuple[str, list[Any]]]:
     """The statements ``sample_counts`` runs first, with their parameters (for EXPLAIN in tests):
     the sampled contents with their documents, and the pairs with an end among them."""
-    spans = windows(scope.collection_id, id_span)
-    in_t, t_params = _in_windows("t.content_id", spans)
-    in_d, d_params = _in_windows("d.content_id", spans)
-    in_a, a_params = _in_windows("p.content_a", spans)
-    in_b, b_params = _in_windows("p.content_b", spans)
+    spans, c = windows(scope.collection_id, id_span), scope.collection_id
+    in_t, t_params = _in_windows("t", "content_id", c, spans)
+    in_d, d_params = _in_windows("d", "content_id", c, spans)
+    in_a, a_params = _in_windows("p", "content_a", c, spans)
+    in_b, b_params = _in_windows("p", "content_b", c, spans)
     return [
         (
             "SELECT t.content_id, t.cluster_id, t.shingle_count > 0, count(d.doc_id) FROM {contents_p} t "
@@ -306,6 +313,20 @@ def sample_statements(scope: Scope, id_span: int) -> list[tuple[str, list[Any]]]
             [*a_params, *b_params],
         ),
     ]
+
+
+# The documents of given contents (the second contents of the sampled pairs), and the contents
+# and documents of given clusters (those of the sampled contents with a pair): lookups by the
+# distribution column, and by the contents' cluster index on each shard.
+SECOND_DOCUMENTS = (
+    "SELECT content_id, count(*) FROM {documents_p} WHERE collection_id = %s AND content_id = ANY(%s) "
+    "GROUP BY content_id"
+)
+CLUSTER_SIZES = (
+    "SELECT t.cluster_id, count(DISTINCT t.content_id), count(*) FROM {contents_p} t "
+    "JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id "
+    "WHERE t.collection_id = %s AND t.cluster_id = ANY(%s) AND t.shingle_count > 0 GROUP BY t.cluster_id"
+)
 
 
 def sample_counts(scope: Scope, id_span: int) -> dict[str, int]:
@@ -325,26 +346,13 @@ def sample_counts(scope: Scope, id_span: int) -> dict[str, int]:
     paired = {int(v) for pair in pairs for v in pair} & inside
     seconds = sorted({b for _, b in own_pairs} - inside)
     if seconds:
-        rows = scope.conn.execute(
-            scope.sql(
-                "SELECT content_id, count(*) FROM {documents_p} WHERE content_id = ANY(%s) "
-                "GROUP BY content_id"
-            ),
-            (seconds,),
-        ).fetchall()
+        rows = scope.conn.execute(scope.sql(SECOND_DOCUMENTS), (scope.collection_id, seconds)).fetchall()
         docs.update({int(c): int(n) for c, n in rows})
     bearing = [(int(c), int(k), int(n)) for c, k, has_shingles, n in sampled if has_shingles and n > 0]
     joined = sorted({k for c, k, n in bearing if c in paired or k != c})
     sizes: dict[int, tuple[int, int]] = {}
     if joined:
-        rows = scope.conn.execute(
-            scope.sql(
-                "SELECT t.cluster_id, count(DISTINCT t.content_id), count(*) FROM {contents_p} t "
-                "JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id "
-                "WHERE t.cluster_id = ANY(%s) AND t.shingle_count > 0 GROUP BY t.cluster_id"
-            ),
-            (joined,),
-        ).fetchall()
+        rows = scope.conn.execute(scope.sql(CLUSTER_SIZES), (scope.collection_id, joined)).fetchall()
         sizes = {int(k): (int(c), int(n)) for k, c, n in rows}
     identical = sum(n * (n - 1) // 2 for _, _, n in bearing)
     clusters = 0.0
