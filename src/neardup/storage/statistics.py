@@ -56,17 +56,30 @@ def dense_clusters(scope: Scope) -> list[tuple[int, int, int]]:
 
 
 def clusters_of(scope: Scope, external_ids: list[str]) -> dict[str, tuple[int, int]]:
-    """The cluster of each stored document named (by external id) and its contents."""
+    """The cluster of each stored document named (by external id) and its contents. In two
+    lookups, on one server as on a distributed collection, where the contents of a cluster are on
+    other shards than the document's content (a subquery per document there is a join that Citus
+    refuses): the documents' clusters, then the contents of those clusters."""
     rows = scope.conn.execute(
         scope.sql(
-            "SELECT d.external_id, t.cluster_id, (SELECT count(*) FROM {contents_p} u "
-            "WHERE u.collection_id = t.collection_id AND u.cluster_id = t.cluster_id) "
-            "FROM {documents_p} d JOIN {contents_p} t USING (collection_id, content_id) "
+            "SELECT d.external_id, t.cluster_id FROM {documents_p} d "
+            "JOIN {contents_p} t ON t.collection_id = d.collection_id AND t.content_id = d.content_id "
             "WHERE d.collection_id = %s AND d.external_id = ANY(%s)"
         ),
         (scope.collection_id, external_ids),
     ).fetchall()
-    return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+    if not rows:
+        return {}
+    sizes = dict(
+        scope.conn.execute(
+            scope.sql(
+                "SELECT cluster_id, count(*) FROM {contents_p} WHERE collection_id = %s "
+                "AND cluster_id = ANY(%s) GROUP BY cluster_id"
+            ),
+            (scope.collection_id, sorted({int(k) for _, k in rows})),
+        ).fetchall()
+    )
+    return {d: (int(k), int(sizes[k])) for d, k in rows}
 
 
 def listed_counts(
