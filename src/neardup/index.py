@@ -113,7 +113,8 @@ class Stats:
     counted: str = "exact"
     """How the counts of documents, contents, pairs and clusters were found: ``"exact"`` (counted
     now), or ``"estimated"`` from a sample of the contents (a distributed collection of more
-    contents than ``storage.statistics.ESTIMATE_ABOVE``, where a count is a scan of every shard)."""
+    contents than ``storage.statistics.ESTIMATE_ABOVE``, where a count is a scan of every shard;
+    the dense clusters are then those the sample meets, each counted whole)."""
 
 
 class Cluster(list[str]):
@@ -679,7 +680,11 @@ class Index:
             if row is None:
                 raise CollectionNotFoundError(f"collection {self.name!r} was dropped")
             counts, counted = statistics.collection_counts(scope, row.next_content_id)
-            dense = statistics.dense_clusters(scope)
+            dense = (
+                statistics.sampled_dense_clusters(scope, row.next_content_id, self.params.dense_cluster_size)
+                if counted == statistics.ESTIMATED
+                else statistics.dense_clusters(scope)
+            )
             sizes = statistics.sizes(scope)
             kept, kept_bytes = changes.kept(scope)
             if kept:  # a collection without the feed has no entry

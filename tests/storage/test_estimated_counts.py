@@ -19,6 +19,7 @@ from tests._corpus import planted_corpus
 pytestmark = pytest.mark.distributed_variant
 
 COUNTED = ("documents", "contents", "pairs", "identical_pairs", "document_pairs", "clusters")
+DENSE = ("dense_clusters", "dense_contents", "dense_documents")
 
 
 def _corpus() -> list[tuple[str, str]]:
@@ -36,7 +37,7 @@ def _counts(found: Any) -> dict[str, int]:
 
 @pytest.fixture
 def filled(make_index: Callable[..., Any]) -> Any:
-    index = make_index(threshold=0.5)
+    index = make_index(threshold=0.5, dense_cluster_size=3)  # the planted clusters are dense
     index.add(_corpus())
     return index
 
@@ -53,6 +54,8 @@ def test_a_sample_of_every_content_id_gives_the_exact_counts_everywhere_they_are
     s = filled.stats()
     assert s.counted == said
     assert _counts(s) == _counts(exact)  # the sample is every id: the estimate is the count
+    assert exact.dense_clusters > 0
+    assert [getattr(s, k) for k in DENSE] == [getattr(exact, k) for k in DENSE]
     db = Database(database_url, schema)
     try:
         info = db.info(filled.name)
@@ -91,7 +94,7 @@ def test_a_sample_of_some_content_ids_estimates_the_counts_near_them(
         return
     assert s.counted == "estimated"
     assert _counts(s) != _counts(exact)  # half the ids: not every count comes out exact
-    for key in COUNTED:
+    for key in COUNTED + DENSE:
         assert abs(getattr(s, key) - getattr(exact, key)) <= 0.35 * getattr(exact, key), key
 
 

@@ -55,6 +55,38 @@ def dense_clusters(scope: Scope) -> list[tuple[int, int, int]]:
     return [(int(c), int(n), int(m)) for c, n, m in rows]
 
 
+def sampled_dense_clusters(scope: Scope, id_span: int, size: int) -> list[tuple[int, int, int]]:
+    """``dense_clusters`` of a collection whose counts are estimated (``estimated``), found
+    through the sample of ``windows``: the clusters of the sampled contents, each then counted
+    whole by the contents' cluster index, kept when of ``size`` contents or more. A dense cluster
+    has at least ``size`` contents, so the sample misses one with a probability of at most (1 -
+    the sampled share of the ids) ** ``size``; the grouping of every content by its cluster that
+    ``dense_clusters`` runs would move a row a cluster from every shard to the coordinator."""
+    in_t, params = _in_windows("t", "content_id", scope.collection_id, windows(scope.collection_id, id_span))
+    seen = [
+        int(r[0])
+        for r in scope.conn.execute(
+            scope.sql(
+                f"SELECT DISTINCT t.cluster_id FROM {{contents_p}} t WHERE {in_t} "
+                "AND t.cluster_id <> t.content_id"
+            ),
+            params,
+        ).fetchall()
+    ]
+    if not seen:
+        return []
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT t.cluster_id, count(DISTINCT t.content_id), count(d.doc_id) FROM {contents_p} t "
+            "LEFT JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id "
+            "WHERE t.collection_id = %s AND t.cluster_id = ANY(%s) GROUP BY t.cluster_id "
+            "HAVING count(DISTINCT t.content_id) >= %s ORDER BY 2 DESC, 1"
+        ),
+        (scope.collection_id, seen, size),
+    ).fetchall()
+    return [(int(c), int(n), int(m)) for c, n, m in rows]
+
+
 def clusters_of(scope: Scope, external_ids: list[str]) -> dict[str, tuple[int, int]]:
     """The cluster of each stored document named (by external id) and its contents. In two
     lookups, on one server as on a distributed collection, where the contents of a cluster are on
