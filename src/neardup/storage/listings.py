@@ -118,23 +118,42 @@ SELECT x.cluster, x.id, x.representative, x.cluster IN (SELECT cluster FROM dens
 _FIRST_RANGE = 4096
 
 
+def _settings(scope: Scope) -> tuple[str, int, int] | None:
+    """The collection's keep policy, next content id and dense cluster size."""
+    row = scope.conn.execute(
+        scope.sql(
+            "SELECT keep, next_content_id, coalesce((params ->> 'dense_cluster_size')::bigint, 128) "
+            "FROM {s}.collections WHERE collection_id = %s"
+        ),
+        (scope.collection_id,),
+    ).fetchone()
+    return None if row is None else (str(row[0]), int(row[1]), int(row[2]))
+
+
+def cluster_range(scope: Scope, lo: int, hi: int) -> list[tuple[int, str, bool, bool]]:
+    """``clusters``' rows of the clusters with ids in [lo, hi), read as on a distributed collection."""
+    found = _settings(scope)
+    if found is None:
+        return []
+    keep, _, dense = found
+    return _range(scope, keep, dense, lo, hi)
+
+
+def _range(scope: Scope, keep: str, dense: int, lo: int, hi: int) -> list[tuple[int, str, bool, bool]]:
+    params = {"c": scope.collection_id, "keep": keep, "dense": dense, "lo": lo, "hi": hi}
+    return [
+        (int(cluster), str(doc_id), bool(representative), bool(is_dense))
+        for cluster, doc_id, representative, is_dense in scope.conn.execute(scope.sql(_CLUSTER_RANGE), params)
+    ]
+
+
 def _distributed_clusters(url: str, where: Scope, doing: str) -> Iterator[tuple[int, str, bool, bool]]:
     with snapshot(url, where, doing) as scope:
-        row = scope.conn.execute(
-            scope.sql(
-                "SELECT keep, next_content_id, coalesce((params ->> 'dense_cluster_size')::bigint, 128) "
-                "FROM {s}.collections WHERE collection_id = %s"
-            ),
-            (where.collection_id,),
-        ).fetchone()
-        if row is None:
+        found = _settings(scope)
+        if found is None:
             return
-        keep, end, dense = str(row[0]), int(row[1]), int(row[2])
+        keep, end, dense = found
         lo, width = 0, _FIRST_RANGE
         while lo < end:
-            params = {"c": where.collection_id, "keep": keep, "dense": dense, "lo": lo, "hi": lo + width}
-            for cluster, doc_id, representative, is_dense in scope.conn.execute(
-                scope.sql(_CLUSTER_RANGE), params
-            ):
-                yield int(cluster), str(doc_id), bool(representative), bool(is_dense)
+            yield from _range(scope, keep, dense, lo, lo + width)
             lo, width = lo + width, width * 2

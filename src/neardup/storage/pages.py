@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from neardup.storage import changes, pair_list, statistics
+from neardup.storage import changes, listings, pair_list, statistics
 from neardup.storage.connect import translated
 from neardup.storage.names import KEY_TABLE, PARTITIONED_TABLES
 from neardup.storage.scope import Scope
@@ -106,6 +106,21 @@ def cluster_members(scope: Scope, cluster: int, limit: int) -> list[tuple[str, d
 
 def dense_size(scope: Scope, cluster: int) -> int | None:
     """The contents of a dense cluster (``dense_clusters``), None for any other."""
+    if scope.distributed:  # Citus groups the view's every content on the coordinator
+        with translated(f"reading cluster {cluster}"):
+            found = scope.conn.execute(
+                scope.sql("SELECT count(*) FROM {contents_p} WHERE collection_id = %s AND cluster_id = %s"),
+                (scope.collection_id, cluster),
+            ).fetchone()
+            bound = scope.conn.execute(
+                scope.sql(
+                    "SELECT coalesce((params ->> 'dense_cluster_size')::bigint, 128) FROM {s}.collections "
+                    "WHERE collection_id = %s"
+                ),
+                (scope.collection_id,),
+            ).fetchone()
+        n = int(found[0]) if found else 0
+        return n if bound is not None and n >= int(bound[0]) else None
     with translated(f"reading cluster {cluster}"):
         row = scope.conn.execute(
             scope.sql("SELECT contents FROM {s}.dense_clusters WHERE collection_id = %s AND cluster = %s"),
@@ -116,6 +131,10 @@ def dense_size(scope: Scope, cluster: int) -> int | None:
 
 def cluster_representative(scope: Scope, cluster: int) -> str | None:
     """The id of the document the collection's keep policy keeps of one cluster, or None."""
+    if scope.distributed:  # the view's window would move every document of the schema
+        with translated(f"reading the representative of cluster {cluster}"):
+            kept = [r for r in listings.cluster_range(scope, cluster, cluster + 1) if r[2]]
+        return kept[0][1] if kept else None
     with translated(f"reading the representative of cluster {cluster}"):
         row = scope.conn.execute(
             scope.sql(
