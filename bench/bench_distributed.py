@@ -34,6 +34,7 @@ import itertools
 import os
 import random
 import resource
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -192,6 +193,7 @@ def measure(
     the CPU an ingested document and a query cost on the client and on each kind of node."""
     meter = CpuMeter(nodes or {"coordinator": url})
     name = f"bench{jobs}"
+    load_before = os.getloadavg()[0]
     with Index.create(url, name, threshold=0.8, schema=schema, **create) as index:
         before = meter.read()
         start = time.perf_counter()
@@ -218,7 +220,9 @@ def measure(
         size = index.stats().bytes_on_disk
         if interactive and jobs == 1:
             label = f"Citus, coordinator :{urlsplit(url).port}" if create else "one server"
+            load = os.getloadavg()[0]
             answered[label] = timed_calls(url, schema, name, probes, interactive)
+            loads[label] = (load, os.getloadavg()[0])
     deployment = create or "one server"
     print(f"  {deployment}, {jobs} writer(s): ingest {ingest:.1f} s, {pairs:,} pairs", file=sys.stderr)
     return [
@@ -233,6 +237,7 @@ def measure(
         _split(ingest_cpu, len(docs), 1000),
         where,
         _split(query_cpu, len(probes), 1000),
+        f"{load_before:.1f} / {os.getloadavg()[0]:.1f}",
     ]
 
 
@@ -295,6 +300,13 @@ def _timed(fn: Any, repeats: int) -> list[float]:
 
 # What each deployment's single-writer collection answered (``timed_calls``), by deployment.
 answered: dict[str, dict[str, list[float]]] = {}
+# The machine's 1-minute load average before and after each deployment's interactive calls.
+loads: dict[str, tuple[float, float]] = {}
+
+
+def uptime() -> str:
+    """The output of ``uptime``: this machine's load while the figures were taken."""
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
 
 
 def main() -> None:
@@ -326,12 +338,13 @@ def main() -> None:
     probes = [edited(text, rng) for _, text in rng.sample(docs, min(args.queries, len(docs)))]
     clusters = {citus: workers(citus) for citus in args.citus}
     rows = []
+    started = uptime()
     with contextlib.ExitStack() as stack:
         url = args.db or stack.enter_context(local_server())
         schema = stack.enter_context(bench_schema(url, "nd_one"))
         for jobs in (int(j) for j in args.jobs.split(",")):
             row = measure(url, schema, docs, probes, jobs, interactive=args.interactive)
-            rows.append(["one server", *row, "–"])
+            rows.append(["one server", *row[:-1], "–", row[-1]])
         for citus, nodes in clusters.items():
             citus_schema = stack.enter_context(bench_schema(citus, "nd_citus"))
             create = {"distributed": True, "shards": args.shards}
@@ -340,7 +353,7 @@ def main() -> None:
                 row = measure(
                     citus, citus_schema, docs, probes, jobs, node_urls(citus), args.interactive, **create
                 )
-                rows.append([name, *row, worker_shares(citus, citus_schema)])
+                rows.append([name, *row[:-1], worker_shares(citus, citus_schema), row[-1]])
         report = Report()
         report.say(
             *header(
@@ -373,8 +386,9 @@ def main() -> None:
                 "CPU s of the ingest, by process",
                 "CPU ms per query: client / server or coordinator / workers",
                 "each worker's share",
+                "load (1 min) before / after",
             ],
-            "lrrrrrrrrrrll",
+            "lrrrrrrrrrrllr",
             rows,
         )
         if answered:
@@ -395,8 +409,15 @@ def main() -> None:
                         ),
                     ]
                     for what in answered[deployments[0]]
+                ]
+                + [
+                    [
+                        "load (1 min) before / after",
+                        *(f"{loads[d][0]:.1f} / {loads[d][1]:.1f}" for d in deployments),
+                    ]
                 ],
             )
+        report.say(f"`uptime` at the start: {started}; at the end: {uptime()}.")
         report.say(
             "Every node of the cluster runs on the same cores as the one server when they share a "
             "machine, so this compares the cost of the distributed plan (two-phase commit, "

@@ -57,6 +57,8 @@ class CollectionInfo:
     clusters: int | None = None
     document_pairs: int | None = None
     """Pairs of documents, as ``Index.pairs`` lists them (``Stats.document_pairs``)."""
+    counted: str | None = None
+    """How the counts were found, when counted: ``"exact"`` or ``"estimated"`` (``Stats.counted``)."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,9 @@ class DowngradePlan:
     dropped: list[tuple[str, int]]
 
 
-def _info(row: catalog.CollectionRow, counts: dict[str, int] | None) -> CollectionInfo:
+def _info(
+    row: catalog.CollectionRow, counts: dict[str, int] | None, estimated: bool = False
+) -> CollectionInfo:
     found = counts or {}
     return CollectionInfo(
         row.name,
@@ -83,6 +87,7 @@ def _info(row: catalog.CollectionRow, counts: dict[str, int] | None) -> Collecti
         found.get("pairs"),
         found.get("clusters"),
         found.get("document_pairs"),
+        None if counts is None else statistics.ESTIMATED if estimated else statistics.EXACT,
     )
 
 
@@ -193,20 +198,20 @@ class Database:
         costs one small query)."""
         with self._scope() as scope, translated("listing collections"), transaction(scope.conn):
             rows = catalog.all_rows(scope)
-            counted = (
-                statistics.listed_counts(
-                    scope, [r.collection_id for r in rows], any(r.distributed for r in rows)
-                )
-                if counts
-                else {}
+            if not counts:
+                return [_info(r, None) for r in rows]
+            counted, guessed = statistics.listed_counts(
+                scope, {r.collection_id: r.next_content_id for r in rows}, any(r.distributed for r in rows)
             )
-            return [_info(r, counted.get(r.collection_id)) for r in rows]
+            return [_info(r, counted[r.collection_id], r.collection_id in guessed) for r in rows]
 
     def info(self, name: str) -> CollectionInfo:
         """The collection called ``name`` with its counts; CollectionNotFoundError if there is none."""
         with self._scope() as scope, translated(f"reading collection {name!r}"), transaction(scope.conn):
             row = self._row(scope, name)
-            return _info(row, _counts(scope, row))
+            mine = scope.with_collection(row.collection_id, row.distributed)
+            counts, counted = statistics.collection_counts(mine, row.next_content_id)
+            return _info(row, counts, counted == statistics.ESTIMATED)
 
     def _row(self, scope: Scope, name: str) -> catalog.CollectionRow:
         """The catalog row of ``name`` (a checked name), or CollectionNotFoundError: the one place
@@ -311,7 +316,7 @@ class Database:
         with self._scope() as scope, translated("counting collections for review"):
             rows = [self._row(scope, name) for name in names]
             counted = keyset_pages.review_counts_of(
-                scope, [r.collection_id for r in rows], any(r.distributed for r in rows)
+                scope, {r.collection_id: r.next_content_id for r in rows}, any(r.distributed for r in rows)
             )
         return {r.name: counted[r.collection_id] for r in rows}
 
@@ -322,11 +327,6 @@ class Database:
             with translated(f"reading collection {name!r}"):
                 row = self._row(scope, name)
             yield scope.with_collection(row.collection_id, row.distributed)
-
-
-def _counts(scope: Scope, row: catalog.CollectionRow) -> dict[str, int]:
-    mine = scope.with_collection(row.collection_id, row.distributed)
-    return {**statistics.counts(mine), "document_pairs": statistics.document_pairs(mine)}
 
 
 class Review:

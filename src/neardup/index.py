@@ -110,6 +110,11 @@ class Stats:
     """Whether the collection's writes are numbered in a changes feed."""
     changes_retention_hours: float | None = None
     """How long the feed keeps a change, in hours (None: every change, or no feed)."""
+    counted: str = "exact"
+    """How the counts of documents, contents, pairs and clusters were found: ``"exact"`` (counted
+    now), or ``"estimated"`` from a sample of the contents (a distributed collection of more
+    contents than ``storage.statistics.ESTIMATE_ABOVE``, where a count is a scan of every shard;
+    the dense clusters are then those the sample meets, each counted whole)."""
 
 
 class Cluster(list[str]):
@@ -658,20 +663,24 @@ class Index:
         """Counts of documents, contents, pairs and clusters, size on disk and the fullest buckets."""
         scope, banding = self._scope, self.config.banding()
         with translated(f"reading statistics of {self.name!r}"), transaction(self._conn):
-            counts = statistics.counts(scope)
-            dense = statistics.dense_clusters(scope)
+            row = catalog.get(scope, self.name)
+            if row is None:
+                raise CollectionNotFoundError(f"collection {self.name!r} was dropped")
+            counts, counted = statistics.collection_counts(scope, row.next_content_id)
+            dense = (
+                statistics.sampled_dense_clusters(scope, row.next_content_id, self.params.dense_cluster_size)
+                if counted == statistics.ESTIMATED
+                else statistics.dense_clusters(scope)
+            )
             sizes = statistics.sizes(scope)
             kept, kept_bytes = changes.kept(scope)
             if kept:  # a collection without the feed has no entry
                 sizes["changes"] = (kept_bytes, 0)
-            row = catalog.get(scope, self.name)
-            if row is None:
-                raise CollectionNotFoundError(f"collection {self.name!r} was dropped")
             retention = row.change_retention
             return Stats(
                 name=self.name,
                 **counts,
-                document_pairs=statistics.document_pairs(scope),
+                counted=counted,
                 bucket_rows=statistics.bucket_rows(scope),
                 bytes_on_disk=sum(rows + indexes for rows, indexes in sizes.values()),
                 largest_buckets=statistics.largest_buckets(scope, largest),

@@ -697,9 +697,9 @@ def test_collections_and_drop(
     status, out, _ = run("collections")
     assert status == 0
     assert out.splitlines() == [
-        "name\tthreshold\tstore_text\tdistributed\tdocuments\ttext_pairs\tdocument_pairs\tclusters",
-        "empty\t0.8\tfalse\tfalse\t0\t0\t0\t0",
-        "news\t0.5\ttrue\tfalse\t3\t1\t1\t1",
+        "name\tthreshold\tstore_text\tdistributed\tdocuments\ttext_pairs\tdocument_pairs\tclusters\tcounts",
+        "empty\t0.8\tfalse\tfalse\t0\t0\t0\t0\texact",
+        "news\t0.5\ttrue\tfalse\t3\t1\t1\t1\texact",
     ]
     listed = json.loads(run("collections", "--format", "json")[1])
     assert [json.loads(line) for line in run("collections", "--format", "jsonl")[1].splitlines()] == listed
@@ -712,6 +712,7 @@ def test_collections_and_drop(
         "text_pairs": 1,
         "document_pairs": 1,
         "clusters": 1,
+        "counts": "exact",
     }
     status, out, err = run("drop", "news")
     assert (status, out) == (1, "")

@@ -117,7 +117,9 @@ def cmd_collections(args: argparse.Namespace) -> int:
 
     The counts are named as `stats` names them: text_pairs are the stored pairs of distinct texts
     (what `add` reports as new text pairs), document_pairs the rows `neardup pairs` lists (copies
-    of one text included). --collection is not used: every collection of --schema is listed.
+    of one text included). counts says how they were found: exact, or estimated from a sample of
+    the contents (a distributed collection of more than 50,000 contents, whose exact counts would
+    scan every shard). --collection is not used: every collection of --schema is listed.
 
     Example: neardup collections --format json
     """
@@ -130,6 +132,7 @@ def cmd_collections(args: argparse.Namespace) -> int:
         "text_pairs": "pairs",
         "document_pairs": "document_pairs",
         "clusters": "clusters",
+        "counts": "counted",
     }
     with ExitStack() as stack:
         found = open_database(args, stack).collections()

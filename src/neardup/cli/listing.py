@@ -180,7 +180,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     pairs` lists, every pair of documents whose texts are a stored pair plus the identical pairs;
     clusters: those of two or more documents, as `neardup clusters` lists them; dense_clusters:
     those of dense_cluster_size distinct texts or more (dense_contents, dense_documents: theirs),
-    which store a verified subset of their pairs that connects them. Then what the collection keeps
+    which store a verified subset of their pairs that connects them; counts: exact, or estimated
+    from a sample of the contents on a distributed collection of more than 50,000 contents (where
+    an exact count scans every shard). Then what the collection keeps
     (keep, neighbours, changes_feed), its bytes and its parameters.
 
     expected_threshold_bin_recall: the expected recall of the pairs in [threshold, threshold +
@@ -210,6 +212,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
             "identical_pairs": s.identical_pairs,
             "document_pairs": s.document_pairs,
             "clusters": s.clusters,
+            "counts": s.counted,
             "dense_clusters": s.dense_clusters,
             "dense_contents": s.dense_contents,
             "dense_documents": s.dense_documents,

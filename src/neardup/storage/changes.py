@@ -219,12 +219,11 @@ ev AS (
     WHERE NOT EXISTS (SELECT 1 FROM neardup_pairs_before b WHERE b.a = n.a AND b.b = n.b AND b.sim = n.sim)
     UNION ALL
     SELECT 4, 'cluster.split', NULL, NULL, NULL, s.old, array_agg(DISTINCT s.new ORDER BY s.new),
-           (SELECT count(*) FROM {contents_p} t WHERE t.cluster_id = ANY(array_agg(s.new)))
-               >= (SELECT n FROM bound)
+           {split_size} >= (SELECT n FROM bound)
     FROM unnest(%(split_old)s::int8[], %(split_new)s::int8[]) AS s(old, new) GROUP BY s.old
     UNION ALL
     SELECT 5, 'cluster.merged', NULL, NULL, NULL, m.new, array_agg(DISTINCT m.old ORDER BY m.old),
-           (SELECT count(*) FROM {contents_p} t WHERE t.cluster_id = m.new) >= (SELECT n FROM bound)
+           {merged_size} >= (SELECT n FROM bound)
     FROM unnest(%(merged_old)s::int8[], %(merged_new)s::int8[]) AS m(old, new) GROUP BY m.new
 ),
 numbered AS (
@@ -257,11 +256,24 @@ def record(
         _pairs(scope, rebuilt),
         "{documents_p} d ON d.collection_id = %(c)s AND d.external_id = t.id",
     )
+    # The contents of a cluster that split or merged now, to say whether it is dense.
+    split_size = "(SELECT count(*) FROM {contents_p} t WHERE t.cluster_id = ANY(array_agg(s.new)))"
+    merged_size = "(SELECT count(*) FROM {contents_p} t WHERE t.cluster_id = m.new)"
     if scope.distributed:
         # Citus plans no statement that joins a coordinator's table to a distributed one and
-        # writes: what is stored now is read into temporary tables first.
-        params = {"c": scope.collection_id}
+        # writes, nor a subquery that refers to a row of unnest: what is stored now (documents,
+        # pairs and the sizes of the clusters named) is read into temporary tables first.
+        params: dict[str, Any] = {"c": scope.collection_id, "ks": Int8s([*merged[1], *split[1]])}
+        split_size = (
+            "(SELECT coalesce(sum(z.n), 0) FROM neardup_sizes_after z WHERE z.k = ANY(array_agg(s.new)))"
+        )
+        merged_size = "(SELECT coalesce(sum(z.n), 0) FROM neardup_sizes_after z WHERE z.k = m.new)"
         for table, query in (
+            (
+                "neardup_sizes_after",
+                "SELECT cluster_id AS k, count(*) AS n FROM {contents_p} WHERE collection_id = %(c)s "
+                "AND cluster_id = ANY(%(ks)s::int8[]) GROUP BY cluster_id",
+            ),
             ("neardup_pairs_after", pairs),
             (
                 "neardup_documents_after",
@@ -274,7 +286,12 @@ def record(
         pairs = "SELECT a, b, sim FROM neardup_pairs_after"
         documents_now = "neardup_documents_after d ON d.external_id = t.id"
     row = scope.conn.execute(
-        scope.sql(_RECORD.replace("{pairs}", pairs).replace("{documents_now}", documents_now)),
+        scope.sql(
+            _RECORD.replace("{pairs}", pairs)
+            .replace("{documents_now}", documents_now)
+            .replace("{split_size}", split_size)
+            .replace("{merged_size}", merged_size)
+        ),
         {
             "c": scope.collection_id,
             "rebuilt": rebuilt,

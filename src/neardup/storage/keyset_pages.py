@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from neardup.storage import changes, pair_list, statistics
+from neardup.storage import changes, listings, pair_list, statistics
 from neardup.storage.connect import translated
 from neardup.storage.names import KEY_TABLE, PARTITIONED_TABLES
 from neardup.storage.scope import Scope
@@ -106,6 +106,21 @@ def cluster_members(scope: Scope, cluster: int, limit: int) -> list[tuple[str, d
 
 def dense_size(scope: Scope, cluster: int) -> int | None:
     """The contents of a dense cluster (``dense_clusters``), None for any other."""
+    if scope.distributed:  # Citus groups the view's every content on the coordinator
+        with translated(f"reading cluster {cluster}"):
+            found = scope.conn.execute(
+                scope.sql("SELECT count(*) FROM {contents_p} WHERE collection_id = %s AND cluster_id = %s"),
+                (scope.collection_id, cluster),
+            ).fetchone()
+            bound = scope.conn.execute(
+                scope.sql(
+                    "SELECT coalesce((params ->> 'dense_cluster_size')::bigint, 128) FROM {s}.collections "
+                    "WHERE collection_id = %s"
+                ),
+                (scope.collection_id,),
+            ).fetchone()
+        n = int(found[0]) if found else 0
+        return n if bound is not None and n >= int(bound[0]) else None
     with translated(f"reading cluster {cluster}"):
         row = scope.conn.execute(
             scope.sql("SELECT contents FROM {s}.dense_clusters WHERE collection_id = %s AND cluster = %s"),
@@ -116,6 +131,10 @@ def dense_size(scope: Scope, cluster: int) -> int | None:
 
 def cluster_representative(scope: Scope, cluster: int) -> str | None:
     """The id of the document the collection's keep policy keeps of one cluster, or None."""
+    if scope.distributed:  # the view's window would move every document of the schema
+        with translated(f"reading the representative of cluster {cluster}"):
+            kept = [r for r in listings.cluster_range(scope, cluster, cluster + 1) if r[2]]
+        return kept[0][1] if kept else None
     with translated(f"reading the representative of cluster {cluster}"):
         row = scope.conn.execute(
             scope.sql(
@@ -340,7 +359,13 @@ def queue_counts(scope: Scope, threshold: float, key: tuple[float, str, str] | N
 
 def review_counts(scope: Scope) -> dict[str, int]:
     """Documents, clusters, pairs of documents (identical copies included, as pair_list lists
-    them), how many of those pairs are labelled, and how many are left to review."""
+    them), how many of those pairs are labelled, how many are left to review, and whether the
+    counts are estimated (1, as ``statistics.collection_counts`` estimates them: the labels are
+    then counted as they are, and ``left`` is the estimated pairs less the labels), else 0."""
+    if scope.distributed:
+        span = statistics.id_span(scope)
+        if statistics.estimated(scope, span):
+            return _estimated_review(scope, {scope.collection_id: span})[scope.collection_id]
     query = (
         f"WITH {pair_list.cte(scope)} SELECT (SELECT count(*) FROM {{documents_p}}), "
         f"({statistics.CLUSTER_COUNT}), count(p.id_a), count(l.label) FROM dp p LEFT JOIN {{s}}.labels l "
@@ -355,14 +380,49 @@ def review_counts(scope: Scope) -> dict[str, int]:
         "document_pairs": pairs,
         "labelled": labelled,
         "left": pairs - labelled,
+        "estimated": 0,
     }
 
 
-def review_counts_of(scope: Scope, collection_ids: list[int], distributed: bool) -> dict[int, dict[str, int]]:
-    """``review_counts`` of several collections of the scope's schema (``distributed`` if its
-    collections are), each statement reading the schema's tables once for all of them."""
+def _estimated_review(scope: Scope, id_spans: dict[int, int]) -> dict[int, dict[str, int]]:
+    """``review_counts`` of the distributed collections of ``id_spans`` ({collection id: its
+    ``next_content_id``}), estimated."""
+    with translated("counting collections for review"):
+        labels = dict(
+            scope.conn.execute(
+                scope.sql(
+                    "SELECT collection_id, count(*) FROM {s}.labels WHERE collection_id = ANY(%s::int4[]) "
+                    "GROUP BY collection_id"
+                ),
+                (list(id_spans),),
+            ).fetchall()
+        )
+        found = {}
+        for c, span in id_spans.items():
+            sampled = statistics.sample_counts(scope.with_collection(c, True), span)
+            labelled = int(labels.get(c, 0))
+            found[c] = {
+                "documents": sampled["documents"],
+                "clusters": sampled["clusters"],
+                "document_pairs": sampled["document_pairs"],
+                "labelled": labelled,
+                "left": max(sampled["document_pairs"] - labelled, 0),
+                "estimated": 1,
+            }
+    return found
+
+
+def review_counts_of(scope: Scope, id_spans: dict[int, int], distributed: bool) -> dict[int, dict[str, int]]:
+    """``review_counts`` of several collections of the scope's schema, given as {collection id:
+    its ``next_content_id``} (``distributed`` if its collections are), each exact count a
+    statement reading the schema's tables once for all of them."""
+    guessed = {c: span for c, span in id_spans.items() if distributed and span > statistics.ESTIMATE_ABOVE}
+    found = _estimated_review(scope, guessed) if guessed else {}
+    collection_ids = [c for c in id_spans if c not in guessed]
+    if not collection_ids:
+        return found
     params = {"cs": collection_ids}
-    found: dict[int, dict[str, int]] = {c: dict.fromkeys(_REVIEW_COUNTS, 0) for c in collection_ids}
+    found.update({c: dict.fromkeys(_REVIEW_COUNTS, 0) for c in collection_ids})
     statements = (
         statistics.LISTED_COUNTS[0],
         statistics.LISTED_COUNTS[2],
@@ -380,12 +440,12 @@ def review_counts_of(scope: Scope, collection_ids: list[int], distributed: bool)
                 found[int(row[0])][what] = int(row[1])
                 if what == "document_pairs":
                     found[int(row[0])]["labelled"] = int(row[2])
-    for counts in found.values():
-        counts["left"] = counts["document_pairs"] - counts["labelled"]
+    for c in collection_ids:
+        found[c]["left"] = found[c]["document_pairs"] - found[c]["labelled"]
     return found
 
 
-_REVIEW_COUNTS = ("documents", "clusters", "document_pairs", "labelled", "left")
+_REVIEW_COUNTS = ("documents", "clusters", "document_pairs", "labelled", "left", "estimated")
 
 
 def titles(scope: Scope, ids: list[str]) -> dict[str, str]:

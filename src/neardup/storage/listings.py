@@ -66,6 +66,9 @@ def clusters(url: str, where: Scope, doing: str) -> Iterator[tuple[int, str, boo
     """(cluster, id, representative, dense) of every document in a cluster of two or more, by
     cluster (its stored, lasting id: the oldest first), ids sorted within; dense says it is one of
     ``dense_clusters`` (its stored pairs a connecting subset)."""
+    if where.distributed:
+        yield from _distributed_clusters(url, where, doing)
+        return
     yield from _stream(
         url,
         where,
@@ -75,3 +78,82 @@ def clusters(url: str, where: Scope, doing: str) -> Iterator[tuple[int, str, boo
         "ON k.cluster = x.cluster WHERE x.collection_id = %(c)s ORDER BY x.cluster, x.id",
         {"c": where.collection_id},
     )
+
+
+# The cluster_list view numbers each cluster's documents in a window by cluster, which Citus
+# computes on the coordinator after moving there every document of every collection of the schema
+# (its filters are not pushed into the view). On a distributed collection the listing reads the
+# clusters instead by ranges of their ids, each range's documents selected on the shards by the
+# contents' cluster index and numbered on the coordinator as the view numbers them (the
+# representative by the collection's ``keep``, migration 0009): the first rows come after one
+# small range, and the whole listing reads each document once.
+_CLUSTER_RANGE = """
+WITH m AS MATERIALIZED (
+    SELECT t.cluster_id AS cluster, d.external_id AS id, d.doc_id, d.meta,
+           CASE WHEN %(keep)s = 'longest' THEN coalesce(length(d.text), t.shingle_count) END AS length
+    FROM {contents_p} t
+    JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id
+    WHERE t.collection_id = %(c)s AND t.cluster_id >= %(lo)s AND t.cluster_id < %(hi)s
+        AND t.shingle_count > 0
+), dense AS MATERIALIZED (
+    SELECT cluster_id AS cluster FROM {contents_p}
+    WHERE collection_id = %(c)s AND cluster_id >= %(lo)s AND cluster_id < %(hi)s
+    GROUP BY cluster_id HAVING count(*) >= %(dense)s
+)
+SELECT x.cluster, x.id, x.representative, x.cluster IN (SELECT cluster FROM dense) FROM (
+    SELECT cluster, id, row_number() OVER w = 1 AS representative,
+           count(*) OVER (PARTITION BY cluster) AS size
+    FROM m
+    WINDOW w AS (PARTITION BY cluster ORDER BY
+        length DESC NULLS LAST,
+        CASE WHEN %(keep)s = 'id' THEN id END,
+        CASE WHEN %(keep)s LIKE 'meta:%%' AND %(keep)s NOT LIKE '%%:desc'
+            THEN meta -> split_part(%(keep)s, ':', 2) END NULLS LAST,
+        CASE WHEN %(keep)s LIKE 'meta:%%:desc' THEN meta -> split_part(%(keep)s, ':', 2) END DESC NULLS LAST,
+        doc_id)
+) x WHERE x.size > 1 ORDER BY x.cluster, x.id
+"""
+
+# Cluster ids read in the first range; each next range is twice as wide.
+_FIRST_RANGE = 4096
+
+
+def _settings(scope: Scope) -> tuple[str, int, int] | None:
+    """The collection's keep policy, next content id and dense cluster size."""
+    row = scope.conn.execute(
+        scope.sql(
+            "SELECT keep, next_content_id, coalesce((params ->> 'dense_cluster_size')::bigint, 128) "
+            "FROM {s}.collections WHERE collection_id = %s"
+        ),
+        (scope.collection_id,),
+    ).fetchone()
+    return None if row is None else (str(row[0]), int(row[1]), int(row[2]))
+
+
+def cluster_range(scope: Scope, lo: int, hi: int) -> list[tuple[int, str, bool, bool]]:
+    """``clusters``' rows of the clusters with ids in [lo, hi), read as on a distributed collection."""
+    found = _settings(scope)
+    if found is None:
+        return []
+    keep, _, dense = found
+    return _range(scope, keep, dense, lo, hi)
+
+
+def _range(scope: Scope, keep: str, dense: int, lo: int, hi: int) -> list[tuple[int, str, bool, bool]]:
+    params = {"c": scope.collection_id, "keep": keep, "dense": dense, "lo": lo, "hi": hi}
+    return [
+        (int(cluster), str(doc_id), bool(representative), bool(is_dense))
+        for cluster, doc_id, representative, is_dense in scope.conn.execute(scope.sql(_CLUSTER_RANGE), params)
+    ]
+
+
+def _distributed_clusters(url: str, where: Scope, doing: str) -> Iterator[tuple[int, str, bool, bool]]:
+    with snapshot(url, where, doing) as scope:
+        found = _settings(scope)
+        if found is None:
+            return
+        keep, end, dense = found
+        lo, width = 0, _FIRST_RANGE
+        while lo < end:
+            yield from _range(scope, keep, dense, lo, lo + width)
+            lo, width = lo + width, width * 2

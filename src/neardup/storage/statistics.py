@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
 from neardup.errors import InternalError
 from neardup.storage import pair_list
 from neardup.storage.scope import Scope
@@ -52,40 +55,92 @@ def dense_clusters(scope: Scope) -> list[tuple[int, int, int]]:
     return [(int(c), int(n), int(m)) for c, n, m in rows]
 
 
-def clusters_of(scope: Scope, external_ids: list[str]) -> dict[str, tuple[int, int]]:
-    """The cluster of each stored document named (by external id) and its contents."""
+def sampled_dense_clusters(scope: Scope, id_span: int, size: int) -> list[tuple[int, int, int]]:
+    """``dense_clusters`` of a collection whose counts are estimated (``estimated``), found
+    through the sample of ``windows``: the clusters of the sampled contents, each then counted
+    whole by the contents' cluster index, kept when of ``size`` contents or more. A dense cluster
+    has at least ``size`` contents, so the sample misses one with a probability of at most (1 -
+    the sampled share of the ids) ** ``size``; the grouping of every content by its cluster that
+    ``dense_clusters`` runs would move a row a cluster from every shard to the coordinator."""
+    in_t, params = _in_windows("t", "content_id", scope.collection_id, windows(scope.collection_id, id_span))
+    seen = [
+        int(r[0])
+        for r in scope.conn.execute(
+            scope.sql(
+                f"SELECT DISTINCT t.cluster_id FROM {{contents_p}} t WHERE {in_t} "
+                "AND t.cluster_id <> t.content_id"
+            ),
+            params,
+        ).fetchall()
+    ]
+    if not seen:
+        return []
     rows = scope.conn.execute(
         scope.sql(
-            "SELECT d.external_id, t.cluster_id, (SELECT count(*) FROM {contents_p} u "
-            "WHERE u.collection_id = t.collection_id AND u.cluster_id = t.cluster_id) "
-            "FROM {documents_p} d JOIN {contents_p} t USING (collection_id, content_id) "
+            "SELECT t.cluster_id, count(DISTINCT t.content_id), count(d.doc_id) FROM {contents_p} t "
+            "LEFT JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id "
+            "WHERE t.collection_id = %s AND t.cluster_id = ANY(%s) GROUP BY t.cluster_id "
+            "HAVING count(DISTINCT t.content_id) >= %s ORDER BY 2 DESC, 1"
+        ),
+        (scope.collection_id, seen, size),
+    ).fetchall()
+    return [(int(c), int(n), int(m)) for c, n, m in rows]
+
+
+def clusters_of(scope: Scope, external_ids: list[str]) -> dict[str, tuple[int, int]]:
+    """The cluster of each stored document named (by external id) and its contents. In two
+    lookups, on one server as on a distributed collection, where the contents of a cluster are on
+    other shards than the document's content (a subquery per document there is a join that Citus
+    refuses): the documents' clusters, then the contents of those clusters."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT d.external_id, t.cluster_id FROM {documents_p} d "
+            "JOIN {contents_p} t ON t.collection_id = d.collection_id AND t.content_id = d.content_id "
             "WHERE d.collection_id = %s AND d.external_id = ANY(%s)"
         ),
         (scope.collection_id, external_ids),
     ).fetchall()
-    return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+    if not rows:
+        return {}
+    sizes = dict(
+        scope.conn.execute(
+            scope.sql(
+                "SELECT cluster_id, count(*) FROM {contents_p} WHERE collection_id = %s "
+                "AND cluster_id = ANY(%s) GROUP BY cluster_id"
+            ),
+            (scope.collection_id, sorted({int(k) for _, k in rows})),
+        ).fetchall()
+    )
+    return {d: (int(k), int(sizes[k])) for d, k in rows}
 
 
 def listed_counts(
-    scope: Scope, collection_ids: list[int], distributed: bool = False
-) -> dict[int, dict[str, int]]:
+    scope: Scope, id_spans: dict[int, int], distributed: bool = False
+) -> tuple[dict[int, dict[str, int]], set[int]]:
     """Documents, pairs (stored pairs of distinct texts), clusters and pairs of documents
     (``document_pairs``) of several collections of the scope's schema (``distributed`` if its
-    collections are), as ``counts`` and ``document_pairs`` have them: each a statement that reads
-    the schema's tables once for all of them (on a distributed schema, a statement on every shard
-    however many there are)."""
-    found: dict[int, dict[str, int]] = {
-        c: dict.fromkeys(("documents", "pairs", "clusters", "document_pairs"), 0) for c in collection_ids
-    }
+    collections are), given as {collection id: its ``next_content_id``}, as ``collection_counts``
+    has them; and which of them are estimated. The exact ones are counted together, each count a
+    statement that reads the schema's tables once for all of them (on a distributed schema, a
+    statement on every shard however many there are)."""
+    keys = ("documents", "pairs", "clusters", "document_pairs")
+    found: dict[int, dict[str, int]] = {c: dict.fromkeys(keys, 0) for c in id_spans}
+    guessed = {c for c, span in id_spans.items() if distributed and span > ESTIMATE_ABOVE}
+    for c in guessed:
+        sampled = sample_counts(scope.with_collection(c, True), id_spans[c])
+        found[c] = {k: sampled[k] for k in keys}
+    counted = [c for c in id_spans if c not in guessed]
+    if not counted:
+        return found, guessed
     document_pairs = (
         "document_pairs",
         f"WITH {pair_list.cte_of_collections(distributed)} "
         "SELECT collection_id, count(*) FROM dp GROUP BY collection_id",
     )
     for what, query in (*LISTED_COUNTS, document_pairs):
-        for row in scope.conn.execute(scope.sql(query), {"cs": collection_ids}).fetchall():
+        for row in scope.conn.execute(scope.sql(query), {"cs": counted}).fetchall():
             found[int(row[0])][what] = int(row[1])
-    return found
+    return found, guessed
 
 
 LISTED_COUNTS = (
@@ -212,3 +267,150 @@ def keep_parent_statistics(scope: Scope) -> None:
 def _has_rows(scope: Scope, table: str) -> bool:
     row = scope.conn.execute(scope.sql(f"SELECT EXISTS (SELECT FROM {{{table}_p}})")).fetchone()
     return bool(row and row[0])
+
+
+# Counts of a distributed collection of more content ids than ESTIMATE_ABOVE are estimated from a
+# sample of its contents, not counted: an exact count is a scan of every shard of several tables
+# (the clusters and the pairs of documents joined on the shards, then merged on the coordinator),
+# which grows with the collection however many workers share it. The sample is SAMPLE_WINDOWS
+# windows of consecutive content ids, one in each equal stretch of the ids handed out (so it
+# follows the order of ingest), at offsets fixed by the collection's id, so the estimate moves
+# only when the collection does. Each window is an index range on the distribution column: every
+# shard reads only its own contents, pairs and documents in the windows, about SAMPLE_IDS in all.
+# One server counts exactly: its counts are index scans on one machine, and a collection not
+# distributed pays nothing for the estimates.
+ESTIMATE_ABOVE = 50_000
+SAMPLE_IDS = 8_192
+SAMPLE_WINDOWS = 32
+
+EXACT = "exact"
+ESTIMATED = "estimated"
+
+
+def windows(collection_id: int, id_span: int) -> list[tuple[int, int]]:
+    """The sample's windows (first, last content id, inclusive) over ids ``[0, id_span)``."""
+    stretch = id_span // SAMPLE_WINDOWS
+    width = max(SAMPLE_IDS // SAMPLE_WINDOWS, 1)
+    if width >= stretch:  # the sample would be every id: it is, and the counts are exact
+        return [(0, max(id_span - 1, 0))]
+    picks = random.Random(collection_id)
+    found = []
+    for w in range(SAMPLE_WINDOWS):
+        first = w * stretch + picks.randrange(stretch - width + 1)
+        found.append((first, first + width - 1))
+    return found
+
+
+def id_span(scope: Scope) -> int:
+    """The collection's ``next_content_id``: its content ids are below it."""
+    row = scope.conn.execute(
+        scope.sql("SELECT next_content_id FROM {s}.collections WHERE collection_id = %s"),
+        (scope.collection_id,),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def estimated(scope: Scope, id_span: int) -> bool:
+    """Whether the counts of the scope's collection, whose content ids are below ``id_span``, are
+    estimated (``collection_counts``)."""
+    return scope.distributed and id_span > ESTIMATE_ABOVE
+
+
+def collection_counts(scope: Scope, id_span: int) -> tuple[dict[str, int], str]:
+    """``counts`` with ``document_pairs``, and how they were found: ``EXACT``, or ``ESTIMATED``
+    from a sample of the contents when ``estimated`` says so."""
+    if estimated(scope, id_span):
+        return sample_counts(scope, id_span), ESTIMATED
+    return {**counts(scope), "document_pairs": document_pairs(scope)}, EXACT
+
+
+def _in_windows(
+    alias: str, column: str, collection_id: int, spans: list[tuple[int, int]]
+) -> tuple[str, list[int]]:
+    """A condition that ``alias.column`` is in one of ``spans``, with its parameters in order: the
+    collection's id with each span, so that each is a range of the index on (collection_id,
+    column) and the shards read their rows in the windows only."""
+    arm = f"({alias}.collection_id = %s AND {alias}.{column} BETWEEN %s AND %s)"
+    return "(" + " OR ".join(arm for _ in spans) + ")", [
+        v for first, last in spans for v in (collection_id, first, last)
+    ]
+
+
+def sample_statements(scope: Scope, id_span: int) -> list[tuple[str, list[Any]]]:
+    """The statements ``sample_counts`` runs first, with their parameters (for EXPLAIN in tests):
+    the sampled contents with their documents, and the pairs with an end among them."""
+    spans, c = windows(scope.collection_id, id_span), scope.collection_id
+    in_t, t_params = _in_windows("t", "content_id", c, spans)
+    in_d, d_params = _in_windows("d", "content_id", c, spans)
+    in_a, a_params = _in_windows("p", "content_a", c, spans)
+    in_b, b_params = _in_windows("p", "content_b", c, spans)
+    return [
+        (
+            "SELECT t.content_id, t.cluster_id, t.shingle_count > 0, count(d.doc_id) FROM {contents_p} t "
+            "LEFT JOIN {documents_p} d ON d.collection_id = t.collection_id "
+            f"AND d.content_id = t.content_id AND {in_d} WHERE {in_t} "
+            "GROUP BY t.content_id, t.cluster_id, t.shingle_count",
+            [*d_params, *t_params],
+        ),
+        (
+            f"SELECT p.content_a, p.content_b FROM {{pairs_p}} p WHERE {in_a} UNION "
+            f"SELECT p.content_a, p.content_b FROM {{pairs_p}} p WHERE {in_b}",
+            [*a_params, *b_params],
+        ),
+    ]
+
+
+# The documents of given contents (the second contents of the sampled pairs), and the contents
+# and documents of given clusters (those of the sampled contents with a pair): lookups by the
+# distribution column, and by the contents' cluster index on each shard.
+SECOND_DOCUMENTS = (
+    "SELECT content_id, count(*) FROM {documents_p} WHERE collection_id = %s AND content_id = ANY(%s) "
+    "GROUP BY content_id"
+)
+CLUSTER_SIZES = (
+    "SELECT t.cluster_id, count(DISTINCT t.content_id), count(*) FROM {contents_p} t "
+    "JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id "
+    "WHERE t.collection_id = %s AND t.cluster_id = ANY(%s) AND t.shingle_count > 0 GROUP BY t.cluster_id"
+)
+
+
+def sample_counts(scope: Scope, id_span: int) -> dict[str, int]:
+    """``counts`` with ``document_pairs`` of a distributed collection, estimated from the contents
+    in ``windows`` and their pairs (each count of the sample scaled by the ids it covers):
+    documents, contents, stored pairs (by their first content), identical pairs and pairs of
+    documents (those of the sampled first contents), and clusters (each sampled content of a
+    cluster of two or more documents weighs one over its cluster's contents)."""
+    spans = windows(scope.collection_id, id_span)
+    scale = id_span / sum(last - first + 1 for first, last in spans)
+    (contents_sql, contents_params), (pairs_sql, pairs_params) = sample_statements(scope, id_span)
+    sampled = scope.conn.execute(scope.sql(contents_sql), contents_params).fetchall()
+    pairs = scope.conn.execute(scope.sql(pairs_sql), pairs_params).fetchall()
+    docs = {int(c): int(n) for c, _, _, n in sampled}
+    inside = set(docs)
+    own_pairs = [(int(a), int(b)) for a, b in pairs if int(a) in inside]
+    paired = {int(v) for pair in pairs for v in pair} & inside
+    seconds = sorted({b for _, b in own_pairs} - inside)
+    if seconds:
+        rows = scope.conn.execute(scope.sql(SECOND_DOCUMENTS), (scope.collection_id, seconds)).fetchall()
+        docs.update({int(c): int(n) for c, n in rows})
+    bearing = [(int(c), int(k), int(n)) for c, k, has_shingles, n in sampled if has_shingles and n > 0]
+    joined = sorted({k for c, k, n in bearing if c in paired or k != c})
+    sizes: dict[int, tuple[int, int]] = {}
+    if joined:
+        rows = scope.conn.execute(scope.sql(CLUSTER_SIZES), (scope.collection_id, joined)).fetchall()
+        sizes = {int(k): (int(c), int(n)) for k, c, n in rows}
+    identical = sum(n * (n - 1) // 2 for _, _, n in bearing)
+    clusters = 0.0
+    for c, k, n in bearing:
+        members, documents = sizes.get(k, (1, n)) if (c in paired or k != c) else (1, n)
+        if documents > 1:
+            clusters += 1 / members
+    sampled_counts = {
+        "documents": sum(int(n) for _, _, _, n in sampled),
+        "contents": len(sampled),
+        "pairs": len(own_pairs),
+        "identical_pairs": identical,
+        "document_pairs": identical + sum(docs.get(a, 0) * docs.get(b, 0) for a, b in own_pairs),
+        "clusters": clusters,
+    }
+    return {k: round(v * scale) for k, v in sampled_counts.items()}
