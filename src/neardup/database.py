@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from neardup import validate
 from neardup.config import DEFAULT_THRESHOLD
 from neardup.core.advice import DEFAULT_TARGET, Advice, advise
 from neardup.core.params import Params
@@ -263,8 +264,9 @@ class Database:
         writes committed, and the ``since`` to ask with next; with ``timeout`` > 0, waits up to that
         many seconds for a first one. ChangesGoneError when some after ``since`` are no longer
         kept, ChangesFeedError when the collection keeps no feed."""
+        request = validate.feed_request(since, limit, timeout)
         with self._collection_scope(name) as scope:
-            return changes.read(self.url, scope, name, since, limit, timeout)
+            return changes.read(self.url, scope, name, *request)
 
     def on_change(self, name: str, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` (on another thread, so it must only set a flag) after each commit
@@ -290,7 +292,7 @@ class Database:
         """Turn the collection's changes feed on, keeping each change ``retention_hours`` (None:
         every one), or off, deleting its changes; under the collection's writer lock, so every
         write after this one is numbered (or none)."""
-        retention = changes.retention(on, retention_hours)
+        retention = changes.retention(validate.retention_hours(retention_hours, on))
         with (
             self._scope() as scope,
             translated(f"turning the changes feed of {name!r} {'on' if on else 'off'}"),

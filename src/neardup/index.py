@@ -302,7 +302,8 @@ class Index:
         change ``changes_retention_hours`` (None: every one).
         """
         check_collection_name(name)
-        feed = bool(changes_feed), changes.retention(changes_feed, changes_retention_hours)
+        hours = validate.retention_hours(changes_retention_hours, changes_feed)
+        feed = bool(changes_feed), changes.retention(hours)
         if shards is not None and distributed is not True:
             raise ParamsError(f"shards = {shards!r}: give it only with distributed=True")
         shards = None if shards is None else validate.positive_int(shards, "shards")
@@ -657,7 +658,8 @@ class Index:
     def changes(self, since: int = 0, *, limit: int = 1000, timeout: float = 0.0) -> ChangesPage:
         """Up to ``limit`` changes numbered after ``since``, in commit order, and the ``since`` to
         ask with next; ``timeout`` > 0 waits that long for a first one (``Database.changes``)."""
-        return changes.read(self._url, self._scope, self.name, since, limit, timeout)
+        request = validate.feed_request(since, limit, timeout)
+        return changes.read(self._url, self._scope, self.name, *request)
 
     def stats(self, largest: int = 5) -> Stats:
         """Counts of documents, contents, pairs and clusters, size on disk and the fullest buckets."""

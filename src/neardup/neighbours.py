@@ -28,7 +28,7 @@ from neardup.core.fingerprints import WINDOW, fingerprints, probes
 from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketcher
 from neardup.core.verify import agreement_with
-from neardup.errors import Hint, InputError, ParamsError
+from neardup.errors import Hint, ParamsError
 from neardup.storage import documents
 from neardup.storage import fingerprints as stored_fingerprints
 from neardup.storage.connect import transaction
@@ -94,7 +94,7 @@ def nearest(
     """The ``k`` stored documents most similar to ``text`` with Jaccard at least the collection's
     ``neighbour_floor``, best first: (id, exact Jaccard). Approximate only in what it finds."""
     k = top_k(k)
-    text = _text(text)
+    text = validate.text(text)
     sketch = sketcher.sketch([text], hashed=False)
     floor = config.params.neighbour_floor
     with transaction(scope.conn):
@@ -161,7 +161,7 @@ def containing(
     ``way="within"`` those whose shingles ``text`` contains at least ``threshold`` of; largest
     share first, each with its exact share and Jaccard. Approximate only in what it finds."""
     threshold, way = min_containment(threshold), direction(way)
-    shingles = sketcher.shingles([_text(text)], unique=False)
+    shingles = sketcher.shingles([validate.text(text)], unique=False)
     with transaction(scope.conn):
         read_snapshot(scope.conn)
         # Within: a short stored text can be all boilerplate, so every tier of commonness is read
@@ -194,12 +194,6 @@ def containing(
     ]
     found.sort(key=lambda r: (-r.containment, -r.jaccard, r.id))
     return found
-
-
-def _text(text: object) -> str:
-    if not isinstance(text, str):
-        raise InputError(f"query text must be a string, got {type(text).__name__}")
-    return text
 
 
 def _sharing(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
+from neardup.config import MAX_RETENTION_HOURS
 from neardup.errors import InputError, ParamsError
 
 # A cluster id is a PostgreSQL bigint that neardup never makes negative.
@@ -89,6 +90,32 @@ def cluster_id(value: object, name: str = "cluster_id") -> int:
     if whole is None or not 0 <= whole < CLUSTER_IDS:
         raise ParamsError(f"{name} must be a cluster id (a whole number in [0, 2**63)), got {value!r}")
     return whole
+
+
+def retention_hours(hours: object, on: object) -> int | None:
+    """A changes feed's retention in whole hours (None: keep every change), given only with the feed on."""
+    if hours is None:
+        return None
+    kept = whole_in(
+        hours,
+        "changes_retention_hours",
+        1,
+        MAX_RETENTION_HOURS,
+        shown=f"[1, {MAX_RETENTION_HOURS}] hours (leave it out to keep every change)",
+    )
+    if not on:
+        raise ParamsError("changes_retention_hours is the changes feed's: give it with changes_feed")
+    return kept
+
+
+def feed_request(since: object, limit: object, timeout: object) -> tuple[int, int, float]:
+    """A request of the changes feed: since >= 0, limit >= 1, timeout a finite number of seconds >= 0."""
+    first = non_negative_int(since, "since")
+    most = positive_int(limit, "limit")
+    wait = float(timeout) if isinstance(timeout, Real) and not isinstance(timeout, bool) else None
+    if wait is None or not 0.0 <= wait < float("inf"):
+        raise ParamsError(f"timeout must be a number of seconds, at least 0, got {timeout!r}")
+    return first, most, wait
 
 
 def text(value: object, what: str = "query text") -> str:

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from neardup.config import MAX_RETENTION_HOURS
 from neardup.errors import ChangesFeedError, ChangesGoneError, CollectionNotFoundError, Hint, ParamsError
 from neardup.storage import pair_list
 from neardup.storage.binary import Int8s
@@ -138,29 +137,9 @@ def _pairs(scope: Scope, every: bool) -> str:
     return _PAIRS_OF_TOUCHED_DISTRIBUTED if scope.distributed else _PAIRS_OF_TOUCHED
 
 
-def retention(on: bool | None, hours: int | None) -> timedelta | None:
-    """The retention of a feed from its settings as given (hours, None: keep every change),
-    checked: a whole number of hours in [1, MAX_RETENTION_HOURS], and only with the feed on."""
-    if hours is None:
-        return None
-    if isinstance(hours, bool) or not isinstance(hours, int) or not 1 <= hours <= MAX_RETENTION_HOURS:
-        raise ParamsError(
-            f"changes_retention_hours must be a whole number of hours in [1, {MAX_RETENTION_HOURS}] "
-            f"(leave it out to keep every change), got {hours!r}"
-        )
-    if not on:
-        raise ParamsError("changes_retention_hours is the changes feed's: give it with changes_feed")
-    return timedelta(hours=hours)
-
-
-def request(since: object, limit: object, timeout: object) -> tuple[int, int, float]:
-    """A request of the changes feed, checked: since >= 0, limit >= 1, timeout >= 0 seconds."""
-    for value, what, low in ((since, "since", 0), (limit, "limit", 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ParamsError(f"{what} must be a whole number, at least {low}, got {value!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 <= timeout < float("inf"):
-        raise ParamsError(f"timeout must be a number of seconds, at least 0, got {timeout!r}")
-    return int(since), int(limit), float(timeout)  # type: ignore[call-overload]
+def retention(hours: int | None) -> timedelta | None:
+    """A feed's retention from its checked hours (``validate.retention_hours``; None: every change)."""
+    return None if hours is None else timedelta(hours=hours)
 
 
 def touch(scope: Scope, external_ids: Sequence[str] | None) -> None:
@@ -439,10 +418,9 @@ def _change(r: tuple[Any, ...]) -> Change:
     return Change(int(seq), at, kind)
 
 
-def read(url: str, scope: Scope, name: str, since: object, limit: object, timeout: object) -> ChangesPage:
-    """``page`` of a checked request (``request``), on ``scope``'s connection; when it finds
-    nothing and ``timeout`` > 0, ``wait``."""
-    since, limit, timeout = request(since, limit, timeout)
+def read(url: str, scope: Scope, name: str, since: int, limit: int, timeout: float) -> ChangesPage:
+    """``page`` of a checked request (``validate.feed_request``), on ``scope``'s connection; when
+    it finds nothing and ``timeout`` > 0, ``wait``."""
     with translated(f"reading the changes of {name!r}"):
         found = page(scope, name, since, limit)
     if found.changes or timeout == 0:
