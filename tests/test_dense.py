@@ -32,6 +32,8 @@ from neardup.index import Index
 from neardup.ingest import pairing
 from tests._corpus import WORDS, brute_force_pairs, components
 
+pytestmark = pytest.mark.distributed_variant
+
 BOUND = 6
 EXHAUSTIVE: dict[str, Any] = {"threshold": 0.8, "bands": 64, "rows": 2, "dense_cluster_size": BOUND}
 

@@ -17,6 +17,8 @@ from neardup.ingest import pairing
 from tests.conftest import Run, psycopg_url
 from tests.test_dense import clique
 
+pytestmark = pytest.mark.distributed_variant
+
 BOUND = 5
 
 

@@ -22,6 +22,8 @@ from neardup.core.tuning import OWN_DENSITY_MIN_PAIRS, observed_density
 from neardup.index import Index
 from tests.conftest import Run
 
+pytestmark = pytest.mark.distributed_variant
+
 FP, FN = 0.2, 0.8
 
 

@@ -220,6 +220,7 @@ def get_collection(request: Request, name: str, who: Read) -> dict[str, Any]:
             "identical_pairs": s.identical_pairs,
             "document_pairs": s.document_pairs,
             "clusters": s.clusters,
+            "counts": s.counted,
             "bucket_rows": s.bucket_rows,
             "bytes_on_disk": s.bytes_on_disk,
             **(

@@ -43,6 +43,21 @@ SELECT (SELECT count(*) FROM {{documents_p}}),
 
 def dense_clusters(scope: Scope) -> list[tuple[int, int, int]]:
     """(cluster, contents, documents) of each dense cluster (``dense_clusters``), largest first."""
+    if scope.distributed:
+        # Citus computes the view on the coordinator from the contents of every collection of the
+        # schema; the collection's own partition is grouped here instead.
+        rows = scope.conn.execute(
+            scope.sql(
+                "SELECT t.cluster_id, count(DISTINCT t.content_id), count(d.doc_id) FROM {contents_p} t "
+                "LEFT JOIN {documents_p} d ON d.collection_id = t.collection_id "
+                "AND d.content_id = t.content_id WHERE t.collection_id = %(c)s AND t.cluster_id IN ("
+                "SELECT cluster_id FROM {contents_p} WHERE collection_id = %(c)s GROUP BY cluster_id "
+                "HAVING count(*) >= (SELECT coalesce((params ->> 'dense_cluster_size')::bigint, 128) "
+                "FROM {s}.collections WHERE collection_id = %(c)s)) GROUP BY t.cluster_id ORDER BY 2 DESC, 1"
+            ),
+            {"c": scope.collection_id},
+        ).fetchall()
+        return [(int(c), int(n), int(m)) for c, n, m in rows]
     rows = scope.conn.execute(
         scope.sql(
             "SELECT k.cluster, k.contents, count(d.doc_id) FROM {s}.dense_clusters k "
