@@ -30,9 +30,6 @@ from neardup.errors import ParamsError, ParamsMismatchError
 # dominate, small enough that a batch's shingles and signatures stay in a few hundred MB.
 DEFAULT_BATCH_SIZE = 50_000
 
-# A changes feed's longest retention, about 114 years: longer is no retention at all (leave it out),
-# and a far larger number would overflow the interval it is stored as.
-MAX_RETENTION_HOURS = 1_000_000
 
 # A pair sharing 80% of its shingles is a near-copy in the sense of Broder's web study and of
 # most dedup pipelines (MMDS ch. 3 uses 0.8 as its running example).
@@ -232,7 +229,7 @@ CREATE_PARAMETERS: tuple[Parameter, ...] = (
         None,
         "with changes_feed: hours each change is kept",
         low=1,
-        high=MAX_RETENTION_HOURS,
+        high=validate.MAX_RETENTION_HOURS,
         nullable=True,
         unset="every change",
         rebuild=False,

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
-from neardup.config import MAX_RETENTION_HOURS
 from neardup.errors import InputError, ParamsError
+
+# A changes feed's longest retention, about 114 years: longer is no retention at all (leave it out),
+# and a far larger number would overflow the interval it is stored as.
+MAX_RETENTION_HOURS = 1_000_000
 
 # A cluster id is a PostgreSQL bigint that neardup never makes negative.
 CLUSTER_IDS = 2**63
