@@ -37,21 +37,13 @@ from neardup.storage.connect import connect, translated
 from neardup.storage.scope import Scope
 
 CHANNEL = "neardup_changes"
-KINDS = (
-    "collection.rebuilt",
-    "document.added",
-    "document.replaced",
-    "document.removed",
-    "pair.removed",
-    "pair.added",
-    "cluster.split",
-    "cluster.merged",
-)
 
 
 @dataclass(frozen=True)
 class Change:
-    """One change: its sequence number, when its transaction began, its kind, and what it names:
+    """One change: its sequence number, when its transaction began, its kind (``document.added``,
+    ``.replaced`` or ``.removed``, ``pair.added`` or ``.removed``, ``cluster.merged`` or ``.split``,
+    ``collection.rebuilt``), and what it names:
     ``id`` (a document's), ``id_a < id_b`` and ``jaccard`` (a pair; ``jaccard`` only when added),
     ``cluster`` and ``clusters`` (the cluster that others merged into, and those; the cluster
     that split, and the clusters its remaining contents are in now)."""
