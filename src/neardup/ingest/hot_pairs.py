@@ -110,8 +110,14 @@ def _joined(
     shared = _prefix_groups(
         np.concatenate([new, old[:READ_CHUNK]]), concat(new_sets, first), ctx.config.threshold
     )
-    chunks = max(1, -(-old.size // READ_CHUNK))
-    if 2 * candidates.pair_count(shared.groups, plan.first_new) * chunks > work:
+    pairs = candidates.pair_count(shared.groups, plan.first_new)
+    chunks = -(-old.size // READ_CHUNK)
+    if chunks > 1:
+        # The pairs of two new contents come once; those with a stored one about once a chunk.
+        alone = _prefix_groups(new, new_sets, ctx.config.threshold)
+        own = candidates.pair_count(alone.groups, plan.first_new)
+        pairs = own + (pairs - own) * chunks
+    if 2 * pairs > work:
         return None
     return _chunked(ctx, reading, plan, groups, new, new_sets, old, shared, first)
 
