@@ -147,7 +147,7 @@ def test_the_counts_of_several_collections_read_together_are_each_ones(
         assert together[here.name]["labelled"] == len(LABELLED)
         assert together[other]["document_pairs"] > 0
         assert together[empty] == dict.fromkeys(
-            ("documents", "clusters", "document_pairs", "labelled", "left"), 0
+            ("documents", "clusters", "document_pairs", "labelled", "left", "estimated"), 0
         )
     finally:
         db.drop(other)
