@@ -470,7 +470,7 @@ def test_follow_refuses_what_it_cannot_follow(
 ) -> None:
     table = _make_table(database_url, source_schema, 3)
     index = make_index()
-    install_first = r"install its triggers first with neardup\.follow\.install\(source\)"
+    install_first = r"install its triggers first with neardup\.follower\.install\(source\)"
     with pytest.raises(SchemaError, match=install_first):
         _follower(database_url, table, index.name, schema)
     with pytest.raises(ParamsError, match=r"^table 'nowhere\.none': no such table"):
