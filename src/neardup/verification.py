@@ -393,9 +393,23 @@ def verify_query(
     floor: float,
 ) -> Similarities:
     """The similarity (``verify``) of the one text of ``sketch`` with each stored candidate of
-    ``stored``, in its order."""
-    left = SketchRows.ids(np.zeros(stored.ids.size, dtype=np.int64))
-    return verify(config, sketcher, stored, left, stored.ids, InMemory(SketchRows(1), sketch), floor)
+    ``stored``, in its order: ``verify``'s rules (signature agreement, ``hopeful``, the exact
+    Jaccard of the hopeful) for one text against a handful of candidates, without the id
+    bookkeeping that pairs of a batch need, which would cost a query more than its verification
+    (tests/test_verification.py holds the two equal)."""
+    count = stored.ids.size
+    sigs = np.concatenate([sketch.signatures[:1], stored.sigs])
+    agree = _agreement(sigs, np.zeros(count, dtype=np.int64), np.arange(1, count + 1, dtype=np.int64))
+    if not config.store_text:
+        return agree
+    chosen = np.flatnonzero(hopeful(agree, floor, config.params.num_perm))
+    sim = np.zeros(count)
+    if chosen.size:
+        texts = [stored.stored_texts[i] for i in chosen.tolist()]
+        k = len(texts)
+        query_row = np.zeros(1, dtype=np.int64)
+        sim[chosen] = _exact(sketcher, texts, sketch, query_row, np.full(k, k, dtype=np.int64), np.arange(k))
+    return sim
 
 
 # -- a neighbours query's candidates: one text's shingle set against stored texts ----------------
