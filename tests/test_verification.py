@@ -30,7 +30,7 @@ def test_a_query_is_verified_as_verify_verifies_each_pair(
     sketch = sketcher.sketch([query], hashed=False)
     ids = np.arange(10, 10 + len(stored), dtype=np.int64)
     candidates = Given(ids, sketcher.signatures(stored), stored)
-    by_query = verify_query(config, sketcher, sketch, candidates, floor)
+    by_query = verify_query(config, sketcher, query, sketch.signatures[0], candidates.sigs, stored, floor)
     left = SketchRows.ids(np.zeros(ids.size, dtype=np.int64))
     by_pairs = verify(config, sketcher, candidates, left, ids, InMemory(SketchRows(1), sketch), floor)
     np.testing.assert_array_equal(by_query, by_pairs)

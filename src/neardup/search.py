@@ -18,12 +18,13 @@ from neardup.config import IndexConfig
 from neardup.core.candidates import bucket_matches
 from neardup.core.distinct import distinct
 from neardup.core.lsh import distinct_keys
+from neardup.core.minhash import empty_rows
 from neardup.core.sketch import SKETCH_THREADS, Sketch, Sketcher
 from neardup.records import Document
 from neardup.storage import buckets, contents, documents
 from neardup.storage.connect import transaction
 from neardup.storage.scope import Scope, export_snapshot, read_snapshot
-from neardup.verification import Given, verify_matches, verify_query
+from neardup.verification import verify_matches, verify_query
 
 
 def similar(
@@ -38,14 +39,14 @@ def similar(
     text = validate.text(text)
     floor = config.threshold if min_jaccard is None else validate.fraction(min_jaccard, "min_jaccard")
     limit = validate.limit(limit)
-    # One text: one sketch (no content hash) and one statement reading its candidates' signatures,
-    # texts and ids, verified as any pair is (``verification.verify``).
-    sketch = sketcher.sketch([text], hashed=False)
-    if sketch.shingle_counts[0] == 0:
+    # One text: its signature alone (no content hash), its candidates' agreement in plain numpy,
+    # and one shingling call for it and its hopeful candidates (``verification.verify_query``).
+    signature = sketcher.signatures([text])
+    if empty_rows(signature)[0]:
         return []
     found, signatures = buckets.lookup(
         scope,
-        sketcher.band_keys(sketch.signatures)[0],
+        sketcher.band_keys(signature)[0],
         config.store_text,
         config.params.num_perm,
         _most(limit),
@@ -53,10 +54,7 @@ def similar(
     )
     if not found:
         return []
-    order = sorted(range(len(found)), key=lambda i: found[i][0])
-    found = [found[i] for i in order]
-    stored = Given(np.array([f[0] for f in found], dtype=np.int64), signatures[order], [f[1] for f in found])
-    sim = verify_query(config, sketcher, sketch, stored, floor)
+    sim = verify_query(config, sketcher, text, signature[0], signatures, [f[1] for f in found], floor)
     results = [(doc_id, float(sim[i])) for i in np.flatnonzero(sim >= floor) for doc_id in found[i][2]]
     results.sort(key=lambda r: (-r[1], r[0]))
     return results[:limit] if limit is not None else results

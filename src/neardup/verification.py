@@ -31,6 +31,7 @@ from neardup.core.ragged import Ragged, concat
 from neardup.core.shingle import distinct_rows
 from neardup.core.sketch import Sketch, Sketcher
 from neardup.core.verify import (
+    agreement_with,
     exact_jaccard,
     exact_jaccard_unsorted,
     exact_overlaps,
@@ -388,27 +389,28 @@ def complete_pairs(
 def verify_query(
     config: IndexConfig,
     sketcher: Sketcher,
-    sketch: Sketch,
-    stored: Given,
+    text: str,
+    signature: npt.NDArray[np.uint32],
+    stored_signatures: npt.NDArray[np.uint32],
+    stored_texts: Sequence[str],
     floor: float,
 ) -> Similarities:
-    """The similarity (``verify``) of the one text of ``sketch`` with each stored candidate of
-    ``stored``, in its order: ``verify``'s rules (signature agreement, ``hopeful``, the exact
-    Jaccard of the hopeful) for one text against a handful of candidates, without the id
-    bookkeeping that pairs of a batch need, which would cost a query more than its verification
-    (tests/test_verification.py holds the two equal)."""
-    count = stored.ids.size
-    sigs = np.concatenate([sketch.signatures[:1], stored.sigs])
-    agree = _agreement(sigs, np.zeros(count, dtype=np.int64), np.arange(1, count + 1, dtype=np.int64))
+    """The similarity of ``text`` (its ``signature``) with each stored candidate (a row of
+    ``stored_signatures``, its text in ``stored_texts``), in that order: ``verify``'s rules
+    (signature agreement, ``hopeful``, the exact Jaccard of the hopeful) for one text against a
+    handful of candidates, without the id bookkeeping that pairs of a batch need, which would cost
+    a query more than its verification (tests/test_verification.py holds the two equal)."""
+    sim = agreement_with(signature, stored_signatures)
     if not config.store_text:
-        return agree
-    chosen = np.flatnonzero(hopeful(agree, floor, config.params.num_perm))
-    sim = np.zeros(count)
+        return sim
+    chosen = np.flatnonzero(hopeful(sim, floor, config.params.num_perm))
+    sim = np.zeros(stored_signatures.shape[0])
     if chosen.size:
-        texts = [stored.stored_texts[i] for i in chosen.tolist()]
-        k = len(texts)
-        query_row = np.zeros(1, dtype=np.int64)
-        sim[chosen] = _exact(sketcher, texts, sketch, query_row, np.full(k, k, dtype=np.int64), np.arange(k))
+        # The query's text first, then each hopeful candidate's: one shingling call for all.
+        texts = [text, *(stored_texts[i] for i in chosen.tolist())]
+        pairs = np.arange(1, chosen.size + 1, dtype=np.int64)
+        none = np.empty(0, np.int64)
+        sim[chosen] = exact_similarity(sketcher, texts, None, none, np.zeros(chosen.size, np.int64), pairs)
     return sim
 
 
