@@ -170,8 +170,18 @@ def _draining(url: str, schema: str, table: str, proc: subprocess.Popen[bytes], 
         time.sleep(0.05)
 
 
-def _start(argv: list[str], log: Any) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=log)
+def _interruptible() -> None:
+    """In the child before it runs: Ctrl-C at its default. A shell that starts a job in the
+    background without job control ignores SIGINT, and an ignored signal stays ignored across exec,
+    so a suite started that way would otherwise ask a follower to stop in a way it cannot hear."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _start(argv: list[str], log: Any, stderr: Any = None) -> subprocess.Popen[bytes]:
+    """A follower (``neardup ... follow``) that stops on SIGINT, as it does in a terminal."""
+    return subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=log if stderr is None else stderr, preexec_fn=_interruptible
+    )
 
 
 @pytest.mark.parametrize("where", ["same database", "other database"])
@@ -528,7 +538,7 @@ def test_a_waiting_follower_wakes_on_the_notification(
         database_url, schema, index.name, "follow", "--source-db", database_url, "--table", table,
         "--text-column", "body", "--meta-columns", "tag", "--poll", "3600",
     )  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = _start(argv, None, subprocess.PIPE)
     try:
         t = sql.Identifier(source_schema, "articles")
         deadline = time.monotonic() + 300
@@ -678,7 +688,7 @@ def test_follow_connects_again_after_a_database_restart(own_server: LocalServer,
         url, "nd_restart", "restarted", "follow", "--source-db", url, "--table", table,
         "--text-column", "body", "--poll", "1",
     )  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = _start(argv, None, subprocess.PIPE)
     try:
         _wait_until(lambda: len(_stored_or_none(url, "nd_restart", "restarted")) == 5, proc)
         own_server.stop("fast")  # every connection is ended, as a restart ends them
