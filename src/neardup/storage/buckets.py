@@ -216,11 +216,27 @@ def lookup(
     }
     cap = " LIMIT %(most)s" if most is not None else ""
     if scope.distributed:
-        query = (
-            "WITH c AS MATERIALIZED (SELECT DISTINCT b.content_id "
+        found = (
+            "SELECT DISTINCT b.content_id "
             "FROM unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket) JOIN {buckets_p} b "
-            f"ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket{cap}) "
-            f"{columns}FROM {{signatures_p}} s "
+            "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket"
+        )
+        if most is not None and dense is not None:
+            # As on one server, every candidate outside dense clusters; each step a CTE Citus
+            # materialises, so the window runs on the coordinator over the few candidates.
+            params["dense"] = dense
+            kept = (
+                f"WITH f AS MATERIALIZED ({found}), "
+                "t AS MATERIALIZED (SELECT f.content_id, x.cluster_id FROM f JOIN {contents_p} x "
+                "ON x.collection_id = %(c)s AND x.content_id = f.content_id), "
+                "c AS MATERIALIZED (SELECT z.content_id FROM (SELECT content_id, count(*) OVER w AS n, "
+                "row_number() OVER w AS r FROM t WINDOW w AS (PARTITION BY cluster_id)) z "
+                "WHERE z.n < %(dense)s OR z.r <= %(most)s) "
+            )
+        else:
+            kept = f"WITH c AS MATERIALIZED ({found}{cap}) "
+        query = (
+            f"{kept}{columns}FROM {{signatures_p}} s "
             "WHERE s.collection_id = %(c)s AND s.content_id IN (SELECT content_id FROM c)"
         )
     else:
