@@ -116,6 +116,19 @@ class Stats:
     contents than ``storage.statistics.ESTIMATE_ABOVE``, where a count is a scan of every shard;
     the dense clusters are then those the sample meets, each counted whole)."""
 
+    def counts(self) -> dict[str, object]:
+        """The counts under the names every surface gives them (``text_pairs`` is ``pairs``), and
+        how they were found."""
+        return {
+            "documents": self.documents,
+            "contents": self.contents,
+            "text_pairs": self.pairs,
+            "identical_pairs": self.identical_pairs,
+            "document_pairs": self.document_pairs,
+            "clusters": self.clusters,
+            "counts": self.counted,
+        }
+
 
 class Cluster(list[str]):
     """One cluster of two or more documents: its ids, sorted (it is a list of them), with its

@@ -214,13 +214,7 @@ def get_collection(request: Request, name: str, who: Read) -> dict[str, Any]:
         "params": s.params.to_dict(),
         "keep": keep,
         "stats": {
-            "documents": s.documents,
-            "contents": s.contents,
-            "text_pairs": s.pairs,
-            "identical_pairs": s.identical_pairs,
-            "document_pairs": s.document_pairs,
-            "clusters": s.clusters,
-            "counts": s.counted,
+            **s.counts(),
             "bucket_rows": s.bucket_rows,
             "bytes_on_disk": s.bytes_on_disk,
             **(
