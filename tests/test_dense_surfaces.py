@@ -119,3 +119,29 @@ def test_query_and_check_import_nothing_of_the_ingest_pipeline(
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stderr.strip().splitlines()[-1] == "[]"
     assert "a.000" in done.stdout  # both ran and answered
+
+
+# What a query of a text given on the command line has no use for: evaluation, the changes feed,
+# the own-pairs check, the input readers, OpenSSL's hashes, the mistyped-option suggestions.
+NOT_FOR_A_QUERY = (
+    "neardup.evaluation",
+    "neardup.evaluation_sample",
+    "neardup.own_pairs",
+    "neardup.storage.changes",
+    "neardup.readers",
+    "neardup.ingest",
+    "difflib",
+)
+
+
+def test_a_query_of_a_text_loads_only_what_it_uses(cli: Run, database_url: str, schema: str) -> None:
+    docs = _collection(cli)
+    base = ["--db", database_url, "--schema", schema, "--collection", cli.collection]
+    code = (
+        "import sys\nfrom neardup.cli import main\n"
+        f"assert main({[*base, 'query', '--text', docs[0][1]]!r}) == 0\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({NOT_FOR_A_QUERY!r})), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stderr.strip().splitlines()[-1] == "[]"
+    assert "a.000" in done.stdout

@@ -25,9 +25,8 @@ from neardup.readers import (
     SourceRecord,
     read_records,
     read_text,
-    record_limit,
-    text_limit,
 )
+from neardup.text_limits import record_limit, text_limit
 
 
 def _read(path: Path, **options: object) -> list[SourceRecord]:

@@ -40,6 +40,10 @@ def __getattr__(name: str) -> Any:
         from neardup import database
 
         return database.Database
+    if name == "Evaluation":
+        from neardup import evaluation
+
+        return evaluation.Evaluation
     if name == "IndexConfig":
         from neardup import config
 

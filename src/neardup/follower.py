@@ -34,12 +34,12 @@ from neardup.errors import (
     SchemaError,
 )
 from neardup.index import Index
-from neardup.readers import DEFAULT_MAX_TEXT_LENGTH
 from neardup.records import Document, check_id, document_of
 from neardup.result import AddResult
 from neardup.storage import follow_queue as queue
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_schema_name
+from neardup.text_limits import DEFAULT_MAX_TEXT_LENGTH
 
 # Queued changes applied per transaction: each is one row read and one document written.
 DEFAULT_FOLLOW_BATCH = 5_000

@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, overload
 
-from neardup import complete, neighbours, own_pairs, validate
+from neardup import complete, neighbours, validate
 from neardup.arrow import Table, rows_of
 from neardup.collection import Collection, config_of, open_collection
 from neardup.config import DEFAULT_BATCH_SIZE, DEFAULT_KEEP, DEFAULT_THRESHOLD, IndexConfig, check_keep
 from neardup.core.minhash import DEFAULT_NUM_PERM, DEFAULT_SCHEME, DEFAULT_SEED, Scheme
 from neardup.core.normalize import CaseMode, UnicodeForm
 from neardup.core.params import DEFAULT_DENSE_CLUSTER_SIZE, DEFAULT_NEIGHBOUR_FLOOR, Params
-from neardup.core.recall_check import RecallCheck
 from neardup.core.shingle import ShingleKind
 from neardup.core.sketch import Sketcher
 from neardup.core.tuning import DEFAULT_RECALL_AT_THRESHOLD, check_threshold
@@ -36,22 +35,24 @@ from neardup.errors import (
     ParamsMismatchError,
     UnicodeVersionWarning,
 )
-from neardup.evaluation import Evaluation
-from neardup.evaluation_sample import evaluate
 from neardup.neighbours import Contained, Direction
 from neardup.records import Record, to_document
 from neardup.result import AddResult
 from neardup.search import CheckResult, check_all, similar
 from neardup.stages import NO_CLOCK, StageClock
-from neardup.storage import catalog, changes, citus, fingerprints, listings, migrate, statistics
+from neardup.storage import catalog, citus, fingerprints, listings, migrate, statistics
 from neardup.storage import documents as document_rows
-from neardup.storage.changes import ChangesPage
 from neardup.storage.connect import Connection, connect, redacted, transaction, translated
 from neardup.storage.names import DEFAULT_SCHEMA, check_collection_name
 from neardup.storage.scope import Scope
 
+# What only some methods use (the feed, evaluation, the own-pairs check) is imported in them, so
+# that opening a collection for a query loads none of it.
 if TYPE_CHECKING:
+    from neardup.core.recall_check import RecallCheck
+    from neardup.evaluation import Evaluation
     from neardup.ingest.writer import Writer
+    from neardup.storage.changes import ChangesPage
 
 # Documents checked per round trip: one bucket probe and one read of signatures and texts each.
 CHECK_BATCH_SIZE = 10_000
@@ -314,6 +315,8 @@ class Index:
         ``changes_feed=True`` numbers every write in a changes feed (``changes``), keeping each
         change ``changes_retention_hours`` (None: every one).
         """
+        from neardup.storage import changes
+
         check_collection_name(name)
         hours = validate.retention_hours(changes_retention_hours, changes_feed)
         feed = bool(changes_feed), changes.retention(hours)
@@ -473,6 +476,8 @@ class Index:
         threshold's bin for the collection's own pairs there, once it has stored enough of them
         (``own_pairs.own_density``), else for the tuner's prior.
         """
+        from neardup import own_pairs
+
         density = None
         if bands is None and rows is None:
             with translated(f"reading the pairs of {self.name!r}"), transaction(self._conn):
@@ -671,11 +676,16 @@ class Index:
     def changes(self, since: int = 0, *, limit: int = 1000, timeout: float = 0.0) -> ChangesPage:
         """Up to ``limit`` changes numbered after ``since``, in commit order, and the ``since`` to
         ask with next; ``timeout`` > 0 waits that long for a first one (``Database.changes``)."""
+        from neardup.storage import changes
+
         request = validate.feed_request(since, limit, timeout)
         return changes.read(self._url, self._scope, self.name, *request)
 
     def stats(self, largest: int = 5) -> Stats:
         """Counts of documents, contents, pairs and clusters, size on disk and the fullest buckets."""
+        from neardup import own_pairs
+        from neardup.storage import changes
+
         scope, banding = self._scope, self.config.banding()
         with translated(f"reading statistics of {self.name!r}"), transaction(self._conn):
             row = catalog.get(scope, self.name)
@@ -729,6 +739,8 @@ class Index:
         are exact. Documents with the same normalised text are one content, so their pairs are not
         counted. Reads one snapshot; needs stored texts.
         """
+        from neardup.evaluation_sample import evaluate
+
         with translated(f"evaluating {self.name!r}"):
             return evaluate(self._scope, self.name, self.config, self._sketch, sample, seed, floor)
 
@@ -738,7 +750,6 @@ __all__ = [
     "CheckResult",
     "Cluster",
     "Contained",
-    "Evaluation",
     "Index",
     "NeardupError",
     "Stats",

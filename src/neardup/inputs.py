@@ -30,7 +30,6 @@ from pathlib import Path
 
 from neardup.errors import InputError
 from neardup.readers import (
-    DEFAULT_MAX_TEXT_LENGTH,
     FORMATS,
     BadRecord,
     OnBad,
@@ -39,6 +38,7 @@ from neardup.readers import (
     read_document,
     read_records,
 )
+from neardup.text_limits import DEFAULT_MAX_TEXT_LENGTH
 
 ARROW_KINDS = ("parquet", "arrow")
 INPUT_FORMATS = (*FORMATS, *ARROW_KINDS)

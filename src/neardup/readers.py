@@ -38,13 +38,13 @@ from typing import Any, BinaryIO, Literal, NamedTuple, cast
 from neardup.errors import InputError
 from neardup.records import Checked, Document, SeenIds, document_of
 from neardup.strict_json import DuplicateKeyError, unique_keys
+from neardup.text_limits import DEFAULT_MAX_TEXT_LENGTH, UTF8_BOM, record_limit, text_limit
 
 Format = Literal["jsonl", "csv", "tsv", "txt"]
 FORMATS: tuple[Format, ...] = ("jsonl", "csv", "tsv", "txt")
 # CSV fields can hold whole documents; the csv module's default field limit is too small for them. The
 # bound that holds is ours, on a whole record (record_limit), and it does not depend on this one.
 csv.field_size_limit(2**31 - 1)
-UTF8_BOM = b"\xef\xbb\xbf"
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 GZIP_MAGIC = b"\x1f\x8b"
 # Other compressed formats, by their magic bytes: read as text they would be "not UTF-8" at best.
@@ -55,28 +55,6 @@ OTHER_COMPRESSIONS = (
     (b"PK\x03\x04", "zip"),
     (b"7z\xbc\xaf\x27\x1c", "7z"),
 )
-
-# A longer "document" is almost always a dump or a concatenation mistaken for one; its shingles
-# alone take 4 bytes a character in memory. Real ones get through with --max-text-length.
-DEFAULT_MAX_TEXT_LENGTH = 10_000_000
-# Bytes one character of a text can take in a line: 12 as a JSON escape of a character beyond
-# U+FFFF (a surrogate pair, "\ud83d\ude00"), which json.dumps writes by default.
-BYTES_PER_CHARACTER = 12
-# Room in a record beside its text: the id, the other fields, the format's punctuation.
-RECORD_FRAMING = 1 << 20
-# Bytes of a UTF-8 character, at most: the bound of a whole file read as one text.
-UTF8_MAX_BYTES = 4
-
-
-def record_limit(max_text_length: int) -> int:
-    """The most bytes a line (a CSV record) may take when a text may have ``max_text_length``
-    characters: longer, no valid record fits in it, and reading it whole could take any memory."""
-    return BYTES_PER_CHARACTER * max_text_length + RECORD_FRAMING
-
-
-def text_limit(max_text_length: int) -> int:
-    """The most bytes of a file read whole as one text of at most ``max_text_length`` characters."""
-    return UTF8_MAX_BYTES * max_text_length + len(UTF8_BOM)
 
 
 class SourceRecord(NamedTuple):

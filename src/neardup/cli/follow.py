@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def _follow_options(p: argparse.ArgumentParser) -> None:
     from neardup.follower import DEFAULT_FOLLOW_BATCH, RECONNECT_TRIES
-    from neardup.readers import DEFAULT_MAX_TEXT_LENGTH
+    from neardup.text_limits import DEFAULT_MAX_TEXT_LENGTH
 
     p.add_argument("--source-db", required=True, metavar="URL", help="the database of the followed table")
     p.add_argument("--table", required=True, metavar="SCHEMA.TABLE", help="the followed table")

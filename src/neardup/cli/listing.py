@@ -28,6 +28,12 @@ def _query_options(p: argparse.ArgumentParser) -> None:
     max_text_length(p, "refuse a longer text from --file or stdin")
 
 
+def _read_text(args: argparse.Namespace) -> str:
+    from neardup.readers import read_text  # the input readers, loaded only when a file is read
+
+    return str(read_text(args.file or "-", args.max_text_length))
+
+
 @command("query", _query_options)
 def cmd_query(args: argparse.Namespace) -> int:
     """Stored documents similar to a text, best first.
@@ -38,10 +44,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 
     Example: neardup query --text "Storms cut power to 40,000 homes" --limit 5
     """
-    from neardup.readers import read_text
-
     asked = neighbour_arguments(args)
-    text = args.text if args.text is not None else read_text(args.file or "-", args.max_text_length)
+    text = args.text if args.text is not None else _read_text(args)
     with ExitStack() as stack:
         index = open_index(args, stack)
         if "min_containment" in asked:

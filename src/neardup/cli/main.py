@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import logging
 import re
@@ -74,6 +73,8 @@ def _long_options(parser: argparse.ArgumentParser) -> list[str]:
 def suggestion(word: str, options: Sequence[str]) -> str:
     """The option of ``options`` closest to a mistyped ``word`` (``--batchsize``: ``--batch-size``),
     or "" when none is close enough, as git suggests a command."""
+    import difflib  # only a mistyped option needs it
+
     name = word.split("=", 1)[0]
     close = difflib.get_close_matches(name, options, n=1, cutoff=0.6)
     if not close:  # a word dropped or added: --max-length for --max-text-length
@@ -152,16 +153,19 @@ def _place_in_help(c: Command) -> int:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser, with every command and its example; with ``only``, the options of that
-    command alone (the others keep their name and help), so a command builds no other's options.
-    The global options (--db, --collection, --schema) are taken before the command or after it."""
+    """The argument parser, with every command and its example; with ``only`` a command's name,
+    that command alone, and with ``only=""`` every command without its options (for the list of
+    commands), so that running a command builds no other's parser: each costs argparse a lookup of
+    its translations. The global options (--db, --collection, --schema) are taken before the
+    command or after it."""
     parser = _Parser(prog="neardup", description="A near-duplicate document index in PostgreSQL.")
     _global_options(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser)
-    for c in sorted(
-        COMMANDS.values(), key=lambda c: COMMAND_MODULES.index(c.handler.__module__.split(".")[-1])
-    ):
-        _add_command(sub, c, only is None or only == c.name)
+    if only:
+        _add_command(sub, COMMANDS[only], True)
+        return parser
+    for c in sorted(COMMANDS.values(), key=_place_in_help):
+        _add_command(sub, c, only is None)
     return parser
 
 

@@ -200,12 +200,12 @@ def inputs(p: argparse.ArgumentParser, format_option: str = "--format") -> None:
 
 def max_text_length(p: argparse.ArgumentParser, help_text: str) -> None:
     """--max-text-length: the longest text, which also bounds what reading one record may take."""
-    from neardup.readers import BYTES_PER_CHARACTER, DEFAULT_MAX_TEXT_LENGTH, read_records, record_limit
+    from neardup.text_limits import BYTES_PER_CHARACTER, DEFAULT_MAX_TEXT_LENGTH, record_limit
 
     p.add_argument(
         "--max-text-length",
         type=POSITIVE,
-        default=library_default(read_records, "max_text_length"),
+        default=DEFAULT_MAX_TEXT_LENGTH,
         metavar="CHARS",
         help=f"{help_text} (default {DEFAULT_MAX_TEXT_LENGTH:,} characters); reading stops with an error "
         "at a line (a CSV record) longer than the longest record such a text can be in, "

@@ -14,8 +14,6 @@ again years later still hashes to what is stored:
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
 from neardup.core import _kernels
@@ -67,6 +65,8 @@ def _utf8_hashes(code_points: Ragged) -> list[bytes]:
 
 def _digests(data: np.ndarray, bounds: np.ndarray) -> list[bytes]:
     """BLAKE2b-128 of each byte range ``data[bounds[i]:bounds[i + 1]]`` (uint8, contiguous)."""
+    import hashlib  # here: importing it loads OpenSSL, which a query that hashes nothing never needs
+
     chunk, b = memoryview(data.data), bounds.tolist()
     return [
         hashlib.blake2b(chunk[b[i] : b[i + 1]], digest_size=CONTENT_HASH_BYTES).digest()
