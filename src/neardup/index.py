@@ -147,6 +147,28 @@ class Cluster(list[str]):
         return f"Cluster(id={self.id}, representative={self.representative!r}{dense}, ids={list(self)!r})"
 
 
+def _created(
+    scope: Scope,
+    url: str,
+    name: str,
+    config: IndexConfig,
+    distributed: bool | None,
+    shards: int | None,
+    exist_ok: bool,
+    keep: str,
+    feed: tuple[bool, timedelta | None],
+) -> catalog.CollectionRow:
+    """The catalog row of collection ``name``, made now (its schema distributed first where asked,
+    its neighbours' tables prepared), or the existing one with ``exist_ok`` and equal parameters."""
+    with translated(f"preparing schema {scope.schema!r} for collection {name!r}"), transaction(scope.conn):
+        placed = citus.prepare(scope, distributed, shards, redacted(url))
+    with translated(f"creating collection {name!r}"), transaction(scope.conn):
+        row = _insert_or_reuse(scope, name, config, placed, exist_ok, keep, feed)
+        if config.params.neighbours:
+            fingerprints.prepare(scope.with_collection(row.collection_id, placed))
+    return row
+
+
 def _insert_or_reuse(
     scope: Scope,
     name: str,
@@ -346,12 +368,7 @@ class Index:
         conn = connect(url)
         try:
             scope = Scope(conn, schema)
-            with translated(f"preparing schema {schema!r} for collection {name!r}"), transaction(conn):
-                distributed = citus.prepare(scope, distributed, shards, redacted(url))
-            with translated(f"creating collection {name!r}"), transaction(conn):
-                row = _insert_or_reuse(scope, name, config, distributed, exist_ok, keep, feed)
-                if config.params.neighbours:
-                    fingerprints.prepare(scope.with_collection(row.collection_id, distributed))
+            row = _created(scope, url, name, config, distributed, shards, exist_ok, keep, feed)
             return cls(conn, scope, row, url)
         except BaseException:
             conn.close()
