@@ -343,7 +343,10 @@ class Index:
         hours = validate.retention_hours(changes_retention_hours, changes_feed)
         feed = bool(changes_feed), changes.retention(hours)
         if shards is not None and distributed is not True:
-            raise ParamsError(f"shards = {shards!r}: give it only with distributed=True")
+            raise ParamsError(
+                f"shards = {shards!r} is for a distributed collection",
+                hint=Hint("make one with", "distributed"),
+            )
         shards = None if shards is None else validate.positive_int(shards, "shards")
         config = IndexConfig.new(
             threshold,
