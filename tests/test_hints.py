@@ -15,7 +15,7 @@ from neardup import Database, Index
 from neardup.cli import hints
 from neardup.cli.command import COMMANDS
 from neardup.cli.main import build_parser
-from neardup.errors import REMEDIES, CollectionExistsError, Hint, SchemaError
+from neardup.errors import REMEDIES, CollectionExistsError, Hint, ParamsError, SchemaError
 from neardup.service import problems
 from tests.conftest import neardup_argv
 
@@ -118,3 +118,14 @@ def test_the_command_line_names_no_python_keyword() -> None:
         and (m := keyword.search(node.value))
     ]
     assert found == []
+
+
+def test_shards_without_distributed_names_the_switch_in_each_face(database_url: str, schema: str) -> None:
+    with pytest.raises(ParamsError) as refused:
+        Index.create(database_url, "hint-shards", schema=schema, shards=4)
+    assert str(refused.value).endswith("make one with distributed=True")
+    argv = neardup_argv(database_url, schema, "hint-shards", "init", "--shards", "4")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith("make one with --distributed")
+    assert "distributed=" not in done.stderr
