@@ -34,13 +34,13 @@ def pairs_page(
 ) -> list[tuple[str, str, float, str]]:
     """Up to ``limit`` pairs (id_a, id_b, similarity, method) at or above ``min_similarity``, by
     (id_a, id_b), starting after the key ``after``."""
-    query = (
-        f"WITH {pair_list.cte(scope)} SELECT id_a, id_b, similarity, method FROM dp "
-        "WHERE similarity >= %(m)s AND (id_a, id_b) > (%(a)s, %(b)s) ORDER BY id_a, id_b LIMIT %(n)s"
-    )
     first = ("", "") if after is None else after
     params = {"c": scope.collection_id, "m": min_similarity, "a": first[0], "b": first[1], "n": limit}
     with translated("reading a page of pairs"):
+        query = (
+            f"WITH {pair_list.bound(scope, params)} SELECT id_a, id_b, similarity, method FROM dp "
+            "WHERE similarity >= %(m)s AND (id_a, id_b) > (%(a)s, %(b)s) ORDER BY id_a, id_b LIMIT %(n)s"
+        )
         rows = scope.conn.execute(scope.sql(query), params).fetchall()
     return [(a, b, float(s), m) for a, b, s, m in rows]
 
@@ -165,12 +165,13 @@ def cluster_pairs(scope: Scope, cluster: int, limit: int) -> list[tuple[str, str
     """Up to ``limit`` pairs (id_a, id_b, similarity, method) within one cluster, most similar first."""
     with translated(f"reading the pairs of cluster {cluster}"):
         among = "SELECT content_id FROM {contents_p} WHERE cluster_id = %(k)s"
+        params: dict[str, Any] = {"c": scope.collection_id, "k": cluster, "n": limit}
         rows = scope.conn.execute(
             scope.sql(
-                f"WITH {pair_list.cte(scope, among)} SELECT id_a, id_b, similarity, method FROM dp "
+                f"WITH {pair_list.bound(scope, params, among)} SELECT id_a, id_b, similarity, method FROM dp "
                 "ORDER BY similarity DESC, id_a, id_b LIMIT %(n)s"
             ),
-            {"c": scope.collection_id, "k": cluster, "n": limit},
+            params,
         ).fetchall()
     return [(a, b, float(s), m) for a, b, s, m in rows]
 
@@ -313,18 +314,51 @@ class PairQuery:
 def pair_rows(scope: Scope, threshold: float, query: PairQuery, limit: int) -> list[PairRow]:
     """Up to ``limit`` pairs of documents as ``query`` asks, the collection's threshold being
     ``threshold``."""
+    with translated("reading a page of pairs"):
+        read = _pairs_read(scope, threshold)
+        return _pair_rows(scope, read, query, limit)
+
+
+def queue_counts(scope: Scope, threshold: float, key: tuple[float, str, str] | None) -> tuple[int, int]:
+    """Of the unlabelled pairs of documents: how many come before ``key`` in the queue's order
+    (distance from ``threshold``, then ids; 0 when ``key`` is None), and how many there are; in
+    one pass over the pairs."""
+    with translated("counting the review queue"):
+        return _queue_counts(scope, _pairs_read(scope, threshold), key)
+
+
+def queue(
+    scope: Scope, threshold: float, query: PairQuery, fallback: PairQuery | None = None
+) -> tuple[PairRow | None, int, int]:
+    """The review queue at one pair: the first pair ``query`` asks for (else ``fallback``'s first,
+    when given), how many unlabelled pairs come before it and how many there are (``pair_rows``
+    and ``queue_counts``), with the pairs of documents read once for all three."""
+    with translated("reading the review queue"):
+        read = _pairs_read(scope, threshold)
+        rows = _pair_rows(scope, read, query, 1)
+        if not rows and fallback is not None:
+            rows = _pair_rows(scope, read, fallback, 1)
+        current = rows[0] if rows else None
+        at = (current.key, current.id_a, current.id_b) if current else None
+        before, left = _queue_counts(scope, read, at)
+    return current, before, left
+
+
+def _pairs_read(scope: Scope, threshold: float) -> tuple[str, dict[str, Any]]:
+    """The ``dp`` expression for the statements that follow, with their shared parameters (the
+    collection, the threshold and, on a distributed collection, the pairs of documents)."""
+    params: dict[str, Any] = {"c": scope.collection_id, "t": threshold}
+    return pair_list.bound(scope, params), params
+
+
+def _pair_rows(scope: Scope, read: tuple[str, dict[str, Any]], query: PairQuery, limit: int) -> list[PairRow]:
+    dp, shared = read
     key = PAIR_ORDERS[query.order]
     direction, compare = ("DESC", "<") if query.descending else ("ASC", ">")
     compare += "=" if query.inclusive else ""
-    params: dict[str, Any] = {
-        "c": scope.collection_id,
-        "t": threshold,
-        "lo": query.low,
-        "hi": query.high,
-        "n": limit,
-    }
+    params: dict[str, Any] = {**shared, "lo": query.low, "hi": query.high, "n": limit}
     sql = (
-        f"WITH {pair_list.cte(scope)} "
+        f"WITH {dp} "
         f"SELECT p.id_a, p.id_b, p.similarity, p.method, l.label, {key} AS k FROM dp p "
         "LEFT JOIN {s}.labels l ON l.collection_id = %(c)s AND l.id_a = p.id_a AND l.id_b = p.id_b "
         "WHERE p.similarity BETWEEN %(lo)s AND %(hi)s " + _label_clause(query.labels)
@@ -333,27 +367,25 @@ def pair_rows(scope: Scope, threshold: float, query: PairQuery, limit: int) -> l
         sql += f"AND ({key}, p.id_a, p.id_b) {compare} (%(k)s, %(a)s, %(b)s) "
         params.update(k=query.after[0], a=query.after[1], b=query.after[2])
     sql += f"ORDER BY k {direction}, p.id_a {direction}, p.id_b {direction} LIMIT %(n)s"
-    with translated("reading a page of pairs"):
-        rows = scope.conn.execute(scope.sql(sql), params).fetchall()
+    rows = scope.conn.execute(scope.sql(sql), params).fetchall()
     return [PairRow(a, b, float(s), m, lab, float(k)) for a, b, s, m, lab, k in rows]
 
 
-def queue_counts(scope: Scope, threshold: float, key: tuple[float, str, str] | None) -> tuple[int, int]:
-    """Of the unlabelled pairs of documents: how many come before ``key`` in the queue's order
-    (distance from ``threshold``, then ids; 0 when ``key`` is None), and how many there are; in
-    one pass over the pairs."""
+def _queue_counts(
+    scope: Scope, read: tuple[str, dict[str, Any]], key: tuple[float, str, str] | None
+) -> tuple[int, int]:
+    dp, shared = read
     before = "false"
-    params: dict[str, Any] = {"c": scope.collection_id, "t": threshold}
+    params = dict(shared)
     if key is not None:
         before = f"({PAIR_ORDERS['queue']}, p.id_a, p.id_b) < (%(k)s, %(a)s, %(b)s)"
         params.update(k=key[0], a=key[1], b=key[2])
     query = (
-        f"WITH {pair_list.cte(scope)} SELECT count(*) FILTER (WHERE {before}), count(*) FROM dp p "
-        "LEFT JOIN {s}.labels l ON l.collection_id = %(c)s AND l.id_a = p.id_a AND l.id_b = p.id_b "
-        "WHERE true " + _label_clause("unlabelled")
+        f"WITH {dp} SELECT count(*) FILTER (WHERE {before}), count(*) "
+        "FROM dp p LEFT JOIN {s}.labels l ON l.collection_id = %(c)s AND l.id_a = p.id_a "
+        "AND l.id_b = p.id_b WHERE true " + _label_clause("unlabelled")
     )
-    with translated("counting the review queue"):
-        row = scope.conn.execute(scope.sql(query), params).fetchone()
+    row = scope.conn.execute(scope.sql(query), params).fetchone()
     return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
@@ -366,13 +398,14 @@ def review_counts(scope: Scope) -> dict[str, int]:
         span = statistics.id_span(scope)
         if statistics.estimated(scope, span):
             return _estimated_review(scope, {scope.collection_id: span})[scope.collection_id]
-    query = (
-        f"WITH {pair_list.cte(scope)} SELECT (SELECT count(*) FROM {{documents_p}}), "
-        f"({statistics.CLUSTER_COUNT}), count(p.id_a), count(l.label) FROM dp p LEFT JOIN {{s}}.labels l "
-        "ON l.collection_id = %(c)s AND l.id_a = p.id_a AND l.id_b = p.id_b"
-    )
+    params: dict[str, Any] = {"c": scope.collection_id}
     with translated("counting a collection for review"):
-        row = scope.conn.execute(scope.sql(query), {"c": scope.collection_id}).fetchone()
+        query = (
+            f"WITH {pair_list.bound(scope, params)} SELECT (SELECT count(*) FROM {{documents_p}}), "
+            f"({statistics.CLUSTER_COUNT}), count(p.id_a), count(l.label) FROM dp p LEFT JOIN {{s}}.labels l "
+            "ON l.collection_id = %(c)s AND l.id_a = p.id_a AND l.id_b = p.id_b"
+        )
+        row = scope.conn.execute(scope.sql(query), params).fetchone()
     documents, clusters, pairs, labelled = (int(v) for v in row) if row else (0, 0, 0, 0)
     return {
         "documents": documents,

@@ -7,7 +7,7 @@ snapshot it began with (a repeatable-read transaction).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from typing import Any
 
@@ -26,13 +26,16 @@ _CHUNKS_FROM_LIBPQ = 170_000
 
 
 def _stream(
-    url: str, where: Scope, doing: str, query: str, params: dict[str, Any]
+    url: str, where: Scope, doing: str, query: str | Callable[[Scope], str], params: dict[str, Any]
 ) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``query`` (or of the query it makes on the listing's scope, reading in its
+    snapshot first and binding into ``params`` what it read) as they come."""
     size = _STREAM_ROWS if pq.version() >= _CHUNKS_FROM_LIBPQ else 1
     with translated(doing), closing(connect(url)) as conn, conn.transaction():
         read_snapshot(conn)
         scope = Scope(conn, where.schema, where.collection_id, where.distributed)
-        yield from conn.cursor(binary=True).stream(scope.sql(query), params, size=size)
+        text = query if isinstance(query, str) else query(scope)
+        yield from conn.cursor(binary=True).stream(scope.sql(text), params, size=size)
 
 
 @contextmanager
@@ -51,14 +54,15 @@ def pairs(
     id_b), of the collection of ``where`` (whose connection is not used: the listing opens its
     own); with ``cluster``, those of that cluster only."""
     among = "SELECT content_id FROM {contents_p} WHERE cluster_id = %(k)s" if cluster is not None else None
-    for id_a, id_b, sim in _stream(
-        url,
-        where,
-        doing,
-        f"WITH {pair_list.cte(where, among)} "
-        "SELECT id_a, id_b, similarity FROM dp WHERE similarity >= %(m)s ORDER BY id_a, id_b",
-        {"c": where.collection_id, "m": min_similarity, "k": cluster},
-    ):
+    params: dict[str, Any] = {"c": where.collection_id, "m": min_similarity, "k": cluster}
+
+    def query(scope: Scope) -> str:
+        return (
+            f"WITH {pair_list.bound(scope, params, among)} "
+            "SELECT id_a, id_b, similarity FROM dp WHERE similarity >= %(m)s ORDER BY id_a, id_b"
+        )
+
+    for id_a, id_b, sim in _stream(url, where, doing, query, params):
         yield id_a, id_b, float(sim)
 
 

@@ -182,9 +182,11 @@ LISTED_COUNTS = (
 def document_pairs(scope: Scope) -> int:
     """Pairs of documents, as the pairs listing (``pair_list``) has them: every pair of documents
     whose texts are a stored pair, and the identical pairs."""
-    row = scope.conn.execute(
-        scope.sql(f"WITH {pair_list.cte(scope)} SELECT count(*) FROM dp"), {"c": scope.collection_id}
-    ).fetchone()
+    params: dict[str, Any] = {"c": scope.collection_id}
+    if scope.distributed:  # read in steps, and counted here: nothing to send back
+        return len(pair_list.pairs_of_documents(scope, params))
+    query = f"WITH {pair_list.cte(scope)} SELECT count(*) FROM dp"
+    row = scope.conn.execute(scope.sql(query), params).fetchone()
     return int(row[0]) if row else 0
 
 
