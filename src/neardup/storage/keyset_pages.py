@@ -79,6 +79,9 @@ def largest_clusters(
 ) -> list[ClusterRow]:
     """Up to ``limit`` clusters, largest first (then by representative), after the key
     (size, representative) ``after``."""
+    if scope.distributed:
+        with translated("reading the largest clusters"):
+            return _largest_distributed(scope, after, limit, ids_per_cluster)
     params: dict[str, Any] = {"c": scope.collection_id, "n": limit, "ids": ids_per_cluster}
     query = _CLUSTERS
     if after is not None:
@@ -88,6 +91,54 @@ def largest_clusters(
     with translated("reading the largest clusters"):
         rows = scope.conn.execute(scope.sql(query), params).fetchall()
     return [ClusterRow(int(c), int(n), r, list(ids), bool(d)) for c, n, r, ids, d in rows]
+
+
+def _largest_distributed(
+    scope: Scope, after: tuple[int, str] | None, limit: int, ids_per_cluster: int
+) -> list[ClusterRow]:
+    """``largest_clusters`` of a distributed collection, where the view's window over every
+    document is computed on the coordinator after moving them all there: the clusters' sizes
+    first (``listings.cluster_sizes``), then the documents of the largest clusters only, as many
+    sizes down as the page needs (a size is read whole: its clusters are ordered by their
+    representatives, which come with their documents), by the contents' cluster index."""
+    by_size: dict[int, list[int]] = {}
+    for k, n in listings.cluster_sizes(scope).items():
+        if after is None or n <= after[0]:
+            by_size.setdefault(n, []).append(k)
+    order = sorted(by_size, reverse=True)
+    rows: list[ClusterRow] = []
+    at = 0
+    while len(rows) < limit and at < len(order):
+        wanted: list[int] = []
+        while at < len(order) and (not wanted or len(rows) + len(wanted) < limit):
+            wanted.extend(by_size[order[at]])
+            at += 1
+        rows.extend(_listed_rows(scope, wanted, after, ids_per_cluster))
+    return rows[:limit]
+
+
+def _listed_rows(
+    scope: Scope, clusters: list[int], after: tuple[int, str] | None, ids_per_cluster: int
+) -> list[ClusterRow]:
+    """ClusterRows of the given clusters, largest first, then by representative, after ``after``."""
+    members: dict[int, list[str]] = {}
+    kept: dict[int, str] = {}
+    dense: dict[int, bool] = {}
+    # Ordered by cluster, then id: each cluster's ids come sorted as the view's "C" collation sorts.
+    for cluster, doc_id, representative, is_dense in listings.clusters_listed(scope, clusters):
+        members.setdefault(cluster, []).append(doc_id)
+        dense[cluster] = is_dense
+        if representative:
+            kept[cluster] = doc_id
+    rows = [
+        ClusterRow(k, len(ids), kept[k], ids[:ids_per_cluster], dense[k])
+        for k, ids in members.items()
+        if k in kept
+    ]
+    if after is not None:
+        rows = [r for r in rows if r.size < after[0] or (r.size == after[0] and r.representative > after[1])]
+    # Python orders str by code point, the bytewise order of their UTF-8 ("C" collation).
+    return sorted(rows, key=lambda r: (-r.size, r.representative))
 
 
 def cluster_members(scope: Scope, cluster: int, limit: int) -> list[tuple[str, dict[str, Any] | None]]:

@@ -151,6 +151,54 @@ def _range(scope: Scope, keep: str, dense: int, lo: int, hi: int) -> list[tuple[
     ]
 
 
+# The same of given clusters: their ids sent to every shard as one array (a page's worth).
+_CLUSTERS_LISTED = _CLUSTER_RANGE.replace(
+    "cluster_id >= %(lo)s AND cluster_id < %(hi)s", "cluster_id = ANY(%(ks)s::int8[])"
+).replace("t.cluster_id >= %(lo)s AND t.cluster_id < %(hi)s", "t.cluster_id = ANY(%(ks)s::int8[])")
+
+
+def clusters_listed(scope: Scope, clusters: list[int]) -> list[tuple[int, str, bool, bool]]:
+    """``clusters``' rows of the given clusters (those of two or more documents), read as on a
+    distributed collection."""
+    found = _settings(scope)
+    if found is None or not clusters:
+        return []
+    keep, _, dense = found
+    params = {"c": scope.collection_id, "keep": keep, "dense": dense, "ks": sorted(clusters)}
+    return [
+        (int(cluster), str(doc_id), bool(representative), bool(is_dense))
+        for cluster, doc_id, representative, is_dense in scope.conn.execute(
+            scope.sql(_CLUSTERS_LISTED), params
+        )
+    ]
+
+
+# The size (documents with a shingle) of every cluster of two or more documents: a cluster of two
+# contents or more has a content whose cluster id is not its own (one content at most has its
+# cluster's id), and one of a single content has two documents of it; those clusters' ids are found
+# on each shard and sent back to every shard as an intermediate result, where the clusters'
+# documents are counted (a partial count a shard, added on the coordinator). Grouping every content
+# by its cluster would move a row for each content of the collection to the coordinator.
+_CLUSTER_SIZES = """
+WITH k AS MATERIALIZED (
+    SELECT cluster_id FROM {contents_p} WHERE collection_id = %(c)s AND cluster_id <> content_id
+    UNION
+    SELECT t.cluster_id FROM {contents_p} t
+    JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id
+    WHERE t.collection_id = %(c)s GROUP BY t.content_id, t.cluster_id HAVING count(*) > 1
+)
+SELECT t.cluster_id, count(*) FROM {contents_p} t
+JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id
+WHERE t.collection_id = %(c)s AND t.shingle_count > 0 AND t.cluster_id IN (SELECT cluster_id FROM k)
+GROUP BY t.cluster_id HAVING count(*) > 1"""
+
+
+def cluster_sizes(scope: Scope) -> dict[int, int]:
+    """The documents of each cluster of two or more, by cluster id (as ``cluster_list`` counts them)."""
+    rows = scope.conn.execute(scope.sql(_CLUSTER_SIZES), {"c": scope.collection_id}).fetchall()
+    return {int(k): int(n) for k, n in rows}
+
+
 def _distributed_clusters(url: str, where: Scope, doing: str) -> Iterator[tuple[int, str, bool, bool]]:
     with snapshot(url, where, doing) as scope:
         found = _settings(scope)
