@@ -5,8 +5,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
+
 from neardup.errors import InternalError
 from neardup.storage import pair_list
+from neardup.storage.binary import Int2s, Int8s, signature_matrix
 from neardup.storage.scope import Scope
 
 # The clusters of two or more documents (as ``cluster_list`` has them): grouped by their cluster
@@ -218,6 +221,36 @@ def largest_buckets(scope: Scope, limit: int) -> list[tuple[int, int, int]]:
         (scope.collection_id, limit),
     ).fetchall()
     return [(r[0], r[1], r[2]) for r in rows]
+
+
+def sampled_signatures(scope: Scope, id_span: int, num_perm: int) -> tuple[Any, Any, float]:
+    """The signatures of the contents in the sample's ``windows`` (sorted ids, a row each), and the
+    ids the sample stands for per id in it (the scale of ``sample_counts``): each window an index
+    range of the distribution column, read on every shard; the rows put end to end on the
+    coordinator."""
+    spans = windows(scope.collection_id, id_span)
+    in_s, params = _in_windows("s", "content_id", scope.collection_id, spans)
+    with scope.conn.cursor(binary=True) as cur:
+        rows = cur.execute(
+            scope.sql(f"SELECT s.content_id, s.signature FROM {{signatures_p}} s WHERE {in_s}"), params
+        ).fetchall()
+    rows.sort(key=lambda r: int(r[0]))
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    return ids, signature_matrix([r[1] for r in rows], num_perm), id_span / sum(b - a + 1 for a, b in spans)
+
+
+def bucket_sizes(scope: Scope, band: Any, bucket: Any) -> list[tuple[int, int, int]]:
+    """(band, bucket, contents) of the given buckets (distinct (band, bucket) pairs) that have rows:
+    each a lookup of the bucket index on the shard of its key."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT b.band, b.bucket, count(*) FROM unnest(%s::int2[], %s::int8[]) AS k(band, bucket) "
+            "JOIN {buckets_p} b ON b.collection_id = %s AND b.band = k.band AND b.bucket = k.bucket "
+            "GROUP BY b.band, b.bucket"
+        ),
+        (Int2s(band), Int8s(bucket), scope.collection_id),
+    ).fetchall()
+    return [(int(r[0]), int(r[1]), int(r[2])) for r in rows]
 
 
 def bucket_rows(scope: Scope) -> int:
