@@ -173,30 +173,45 @@ def clusters_listed(scope: Scope, clusters: list[int]) -> list[tuple[int, str, b
     ]
 
 
-# The size (documents with a shingle) of every cluster of two or more documents: a cluster of two
-# contents or more has a content whose cluster id is not its own (one content at most has its
-# cluster's id), and one of a single content has two documents of it; those clusters' ids are found
-# on each shard and sent back to every shard as an intermediate result, where the clusters'
-# documents are counted (a partial count a shard, added on the coordinator). Grouping every content
-# by its cluster would move a row for each content of the collection to the coordinator.
-_CLUSTER_SIZES = """
-WITH k AS MATERIALIZED (
-    SELECT cluster_id FROM {contents_p} WHERE collection_id = %(c)s AND cluster_id <> content_id
-    UNION
-    SELECT t.cluster_id FROM {contents_p} t
-    JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id
-    WHERE t.collection_id = %(c)s GROUP BY t.content_id, t.cluster_id HAVING count(*) > 1
-)
-SELECT t.cluster_id, count(*) FROM {contents_p} t
+# The size (documents with a shingle) of every cluster of two or more documents, in one task a
+# shard: the contents that say their cluster has two documents or more, each with its documents
+# (grouped by the distribution column, so on its shard): one whose cluster id is not its own (only
+# a cluster's first content has its id), one of two documents, and one that is the first content
+# of a stored pair (the clusters are the stored pairs' components, so the first content of a
+# cluster of two texts or more is the first of a pair; the pair lives on its shard). A cluster
+# found without its first content, should one be left so, has that content's documents looked up
+# by its id (sent to every shard as one intermediate result). Grouping every content by its cluster
+# would move a row for each content of the collection to the coordinator.
+_CLUSTER_MEMBERS = """
+SELECT t.cluster_id, t.content_id = t.cluster_id, count(*) FROM {contents_p} t
 JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id
-WHERE t.collection_id = %(c)s AND t.shingle_count > 0 AND t.cluster_id IN (SELECT cluster_id FROM k)
-GROUP BY t.cluster_id HAVING count(*) > 1"""
+LEFT JOIN (SELECT content_a FROM {pairs_p} WHERE collection_id = %(c)s GROUP BY content_a) p
+    ON p.content_a = t.content_id
+WHERE t.collection_id = %(c)s AND t.shingle_count > 0
+GROUP BY t.content_id, t.cluster_id, p.content_a
+HAVING t.cluster_id <> t.content_id OR count(*) > 1 OR p.content_a IS NOT NULL"""
+_CLUSTER_FIRSTS = """
+WITH k AS MATERIALIZED (SELECT unnest(%(ks)s::int8[]) AS content_id)
+SELECT t.content_id, count(*) FROM {contents_p} t JOIN k ON k.content_id = t.content_id
+JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id
+WHERE t.collection_id = %(c)s AND t.cluster_id = t.content_id AND t.shingle_count > 0
+GROUP BY t.content_id"""
 
 
 def cluster_sizes(scope: Scope) -> dict[int, int]:
     """The documents of each cluster of two or more, by cluster id (as ``cluster_list`` counts them)."""
-    rows = scope.conn.execute(scope.sql(_CLUSTER_SIZES), {"c": scope.collection_id}).fetchall()
-    return {int(k): int(n) for k, n in rows}
+    sizes: dict[int, int] = {}
+    counted: set[int] = set()
+    for cluster, first, n in scope.conn.execute(scope.sql(_CLUSTER_MEMBERS), {"c": scope.collection_id}):
+        sizes[int(cluster)] = sizes.get(int(cluster), 0) + int(n)
+        if first:
+            counted.add(int(cluster))
+    missing = sorted(set(sizes) - counted)
+    if missing:
+        params = {"c": scope.collection_id, "ks": missing}
+        for cluster, n in scope.conn.execute(scope.sql(_CLUSTER_FIRSTS), params):
+            sizes[int(cluster)] += int(n)
+    return {k: n for k, n in sizes.items() if n > 1}
 
 
 def _distributed_clusters(url: str, where: Scope, doing: str) -> Iterator[tuple[int, str, bool, bool]]:
