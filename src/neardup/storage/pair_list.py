@@ -5,13 +5,14 @@ content_b) to put after ``WITH``, the collection's id bound as ``%(c)s``.
 On one server it is the view, inlined into the statement that reads it. On a distributed
 collection the view's join of a pair to the documents of its second content would cross shards,
 which Citus does by a repartition join of both tables (every shard of each sent through
-intermediate files, seconds even for a dozen documents); instead the documents of the pairs'
-second contents are read first (their content ids from the pairs, then those documents, each on
-their own shards), and the pairs are joined to them and to the documents of their first contents
-where the pairs live. What moves between nodes is a row for each stored pair and for each
-document of a pair's second text, never the collection. The result is materialised on the
-coordinator, where the reading statement orders it, pages it and joins it to the labels (a table
-of the coordinator's).
+intermediate files, seconds even for a dozen documents). ``bound`` reads them first instead, in two
+statements that Citus runs shard by shard (each pair with its first content's documents, where
+the pair lives; then the documents of the second contents, where they live), and binds the rows
+into the statement as arrays, which then runs on the coordinator alone, where it orders them,
+pages them and joins them to the labels (a table of the coordinator's). ``cte`` does the same
+inside one statement, in rounds of tasks that each send an intermediate result to every node (the
+changes feed still reads it so). What moves between nodes is a row for each stored pair and for
+each document of a pair's text, never the collection.
 """
 
 from __future__ import annotations
