@@ -395,21 +395,53 @@ def queue(
     return current, before, left
 
 
-def _pairs_read(scope: Scope, threshold: float) -> tuple[str, dict[str, Any]]:
-    """The ``dp`` expression for the statements that follow, with their shared parameters (the
-    collection, the threshold and, on a distributed collection, the pairs of documents)."""
+@dataclass(frozen=True)
+class _PairsRead:
+    """What a page's statements read the pairs of documents from: on one server the ``dp``
+    expression with its parameters; on a distributed collection the rows themselves (read in steps,
+    ``pair_list.pairs_of_documents``) and the collection's labels, which the page then orders,
+    filters and counts here. Bound back into a statement, the rows cost more to send and parse
+    than the steps that read them."""
+
+    dp: str
+    params: dict[str, Any]
+    rows: list[tuple[str, str, float, str, int, int]] | None = None
+    labels: dict[tuple[str, str], str] | None = None
+
+
+def _pairs_read(scope: Scope, threshold: float) -> _PairsRead:
     params: dict[str, Any] = {"c": scope.collection_id, "t": threshold}
-    return pair_list.bound(scope, params), params
+    if not scope.distributed:
+        return _PairsRead(pair_list.cte(scope), params)
+    labels = scope.conn.execute(
+        scope.sql("SELECT id_a, id_b, label FROM {s}.labels WHERE collection_id = %s"), (scope.collection_id,)
+    ).fetchall()
+    return _PairsRead(
+        "", params, pair_list.pairs_of_documents(scope, params), {(a, b): lab for a, b, lab in labels}
+    )
 
 
-def _pair_rows(scope: Scope, read: tuple[str, dict[str, Any]], query: PairQuery, limit: int) -> list[PairRow]:
-    dp, shared = read
+def _label_kept(which: str, label: str | None) -> bool:
+    """Whether a pair with ``label`` (None: unlabelled) is kept by the filter ``which``, as
+    ``_label_clause`` keeps it."""
+    if which == "all":
+        return True
+    if which == "unlabelled":
+        return label is None
+    if which == "labelled":
+        return label is not None
+    return label == which
+
+
+def _pair_rows(scope: Scope, read: _PairsRead, query: PairQuery, limit: int) -> list[PairRow]:
+    if read.rows is not None and read.labels is not None:
+        return _pair_rows_here(read.rows, read.labels, float(read.params["t"]), query, limit)
     key = PAIR_ORDERS[query.order]
     direction, compare = ("DESC", "<") if query.descending else ("ASC", ">")
     compare += "=" if query.inclusive else ""
-    params: dict[str, Any] = {**shared, "lo": query.low, "hi": query.high, "n": limit}
+    params: dict[str, Any] = {**read.params, "lo": query.low, "hi": query.high, "n": limit}
     sql = (
-        f"WITH {dp} "
+        f"WITH {read.dp} "
         f"SELECT p.id_a, p.id_b, p.similarity, p.method, l.label, {key} AS k FROM dp p "
         "LEFT JOIN {s}.labels l ON l.collection_id = %(c)s AND l.id_a = p.id_a AND l.id_b = p.id_b "
         "WHERE p.similarity BETWEEN %(lo)s AND %(hi)s " + _label_clause(query.labels)
@@ -422,17 +454,47 @@ def _pair_rows(scope: Scope, read: tuple[str, dict[str, Any]], query: PairQuery,
     return [PairRow(a, b, float(s), m, lab, float(k)) for a, b, s, m, lab, k in rows]
 
 
-def _queue_counts(
-    scope: Scope, read: tuple[str, dict[str, Any]], key: tuple[float, str, str] | None
-) -> tuple[int, int]:
-    dp, shared = read
+def _pair_rows_here(
+    rows: list[tuple[str, str, float, str, int, int]],
+    labels: dict[tuple[str, str], str],
+    threshold: float,
+    query: PairQuery,
+    limit: int,
+) -> list[PairRow]:
+    """``_pair_rows``' statement, run here on the rows read: the same keys (float8 arithmetic is
+    Python's), the same filters, and ids ordered bytewise (Python orders str by code point, the
+    order of their UTF-8)."""
+    if query.order not in PAIR_ORDERS:
+        raise KeyError(query.order)
+    _label_clause(query.labels)  # the same check of the filter's name
+    queue = query.order == "queue"
+    found: list[PairRow] = []
+    for a, b, s, m, _, _ in rows:
+        label = labels.get((a, b))
+        if not (query.low <= s <= query.high) or not _label_kept(query.labels, label):
+            continue
+        k = abs(s - threshold) if queue else s
+        if query.after is not None:
+            at, mark = (k, a, b), query.after
+            if not (at < mark if query.descending else at > mark) and not (query.inclusive and at == mark):
+                continue
+        found.append(PairRow(a, b, s, m, label, k))
+    found.sort(key=lambda r: (r.key, r.id_a, r.id_b), reverse=query.descending)
+    return found[:limit]
+
+
+def _queue_counts(scope: Scope, read: _PairsRead, key: tuple[float, str, str] | None) -> tuple[int, int]:
+    if read.rows is not None and read.labels is not None:
+        t, labels = float(read.params["t"]), read.labels
+        keys = [(abs(s - t), a, b) for a, b, s, _, _, _ in read.rows if (a, b) not in labels]
+        return (0 if key is None else sum(1 for k in keys if k < key)), len(keys)
     before = "false"
-    params = dict(shared)
+    params = dict(read.params)
     if key is not None:
         before = f"({PAIR_ORDERS['queue']}, p.id_a, p.id_b) < (%(k)s, %(a)s, %(b)s)"
         params.update(k=key[0], a=key[1], b=key[2])
     query = (
-        f"WITH {dp} SELECT count(*) FILTER (WHERE {before}), count(*) "
+        f"WITH {read.dp} SELECT count(*) FILTER (WHERE {before}), count(*) "
         "FROM dp p LEFT JOIN {s}.labels l ON l.collection_id = %(c)s AND l.id_a = p.id_a "
         "AND l.id_b = p.id_b WHERE true " + _label_clause("unlabelled")
     )

@@ -55,6 +55,12 @@ def pairs(
     own); with ``cluster``, those of that cluster only."""
     among = "SELECT content_id FROM {contents_p} WHERE cluster_id = %(k)s" if cluster is not None else None
     params: dict[str, Any] = {"c": where.collection_id, "m": min_similarity, "k": cluster}
+    if where.distributed:  # read in steps in the listing's snapshot, then ordered here
+        with snapshot(url, where, doing) as scope:
+            rows = pair_list.pairs_of_documents(scope, params, among)
+        # Python orders str by code point, the bytewise order of their UTF-8 (the ids' "C" collation).
+        yield from sorted((a, b, s) for a, b, s, *_ in rows if s >= min_similarity)
+        return
 
     def query(scope: Scope) -> str:
         return (
