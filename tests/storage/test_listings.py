@@ -129,7 +129,31 @@ def test_the_clusters_sizes_are_the_views_after_their_first_texts_are_removed(
             f'AND cluster_id NOT IN (SELECT content_id FROM "{schema}".contents WHERE collection_id = %s)',
             (cid, cid),
         ).fetchone() or (0,)
-        sizes = listings.cluster_sizes(Scope(conn, schema, cid, False))
+        scope = Scope(conn, schema, cid, False)
+        sizes = listings.cluster_sizes(scope)
+        # Past what this process may hold, none come back: the caller lets the view group them.
+        assert listings.cluster_sizes(scope, most=3) is None
     assert sizes == {int(k): int(n) for k, n in view}
     assert len(sizes) > 10
     assert firstless > 0  # clusters whose first content is gone: looked up, and found missing
+
+
+def test_past_what_a_reader_may_hold_the_largest_clusters_come_from_the_view(
+    make_index: Any, database_url: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from neardup.storage import keyset_pages
+    from neardup.storage.connect import connect
+    from neardup.storage.scope import Scope
+
+    index = make_index(threshold=0.5)
+    index.add(planted_corpus(n_sources=20, copies=3, seed=17))
+    with connect(database_url) as conn:
+        (cid,) = conn.execute(
+            f'SELECT collection_id FROM "{schema}".collections WHERE name = %s', (index.name,)
+        ).fetchone() or (0,)
+        here = Scope(conn, schema, cid, False)
+        expected = keyset_pages.largest_clusters(here, None, 7)
+        # Read as on a distributed collection, the sizes too many to hold: the view's page.
+        monkeypatch.setattr(listings, "cluster_sizes", lambda scope, most=0: None)
+        assert keyset_pages.largest_clusters(Scope(conn, schema, cid, True), None, 7) == expected
+    assert len(expected) == 7

@@ -81,7 +81,9 @@ def largest_clusters(
     (size, representative) ``after``."""
     if scope.distributed:
         with translated("reading the largest clusters"):
-            return _largest_distributed(scope, after, limit, ids_per_cluster)
+            found = _largest_distributed(scope, after, limit, ids_per_cluster)
+        if found is not None:
+            return found
     params: dict[str, Any] = {"c": scope.collection_id, "n": limit, "ids": ids_per_cluster}
     query = _CLUSTERS
     if after is not None:
@@ -95,14 +97,17 @@ def largest_clusters(
 
 def _largest_distributed(
     scope: Scope, after: tuple[int, str] | None, limit: int, ids_per_cluster: int
-) -> list[ClusterRow]:
+) -> list[ClusterRow] | None:
     """``largest_clusters`` of a distributed collection, where the view's window over every
     document is computed on the coordinator after moving them all there: the clusters' sizes
     first (``listings.cluster_sizes``), then the documents of the largest clusters only, as many
     sizes down as the page needs (a size is read whole: its clusters are ordered by their
     representatives, which come with their documents), by the contents' cluster index."""
+    sizes = listings.cluster_sizes(scope)
+    if sizes is None:  # more clusters than a page may hold here: the view groups them
+        return None
     by_size: dict[int, list[int]] = {}
-    for k, n in listings.cluster_sizes(scope).items():
+    for k, n in sizes.items():
         if after is None or n <= after[0]:
             by_size.setdefault(n, []).append(k)
     order = sorted(by_size, reverse=True)
@@ -413,12 +418,13 @@ def _pairs_read(scope: Scope, threshold: float) -> _PairsRead:
     params: dict[str, Any] = {"c": scope.collection_id, "t": threshold}
     if not scope.distributed:
         return _PairsRead(pair_list.cte(scope), params)
+    rows = pair_list.pairs_of_documents(scope, params)
+    if rows is None:  # more than a page may hold here: the server orders and pages them
+        return _PairsRead(pair_list.cte(scope), params)
     labels = scope.conn.execute(
         scope.sql("SELECT id_a, id_b, label FROM {s}.labels WHERE collection_id = %s"), (scope.collection_id,)
     ).fetchall()
-    return _PairsRead(
-        "", params, pair_list.pairs_of_documents(scope, params), {(a, b): lab for a, b, lab in labels}
-    )
+    return _PairsRead("", params, rows, {(a, b): lab for a, b, lab in labels})
 
 
 def _label_kept(which: str, label: str | None) -> bool:

@@ -54,21 +54,14 @@ def pairs(
     id_b), of the collection of ``where`` (whose connection is not used: the listing opens its
     own); with ``cluster``, those of that cluster only."""
     among = "SELECT content_id FROM {contents_p} WHERE cluster_id = %(k)s" if cluster is not None else None
-    params: dict[str, Any] = {"c": where.collection_id, "m": min_similarity, "k": cluster}
-    if where.distributed:  # read in steps in the listing's snapshot, then ordered here
-        with snapshot(url, where, doing) as scope:
-            rows = pair_list.pairs_of_documents(scope, params, among)
-        # Python orders str by code point, the bytewise order of their UTF-8 (the ids' "C" collation).
-        yield from sorted((a, b, s) for a, b, s, *_ in rows if s >= min_similarity)
-        return
-
-    def query(scope: Scope) -> str:
-        return (
-            f"WITH {pair_list.bound(scope, params, among)} "
-            "SELECT id_a, id_b, similarity FROM dp WHERE similarity >= %(m)s ORDER BY id_a, id_b"
-        )
-
-    for id_a, id_b, sim in _stream(url, where, doing, query, params):
+    for id_a, id_b, sim in _stream(
+        url,
+        where,
+        doing,
+        f"WITH {pair_list.cte(where, among)} "
+        "SELECT id_a, id_b, similarity FROM dp WHERE similarity >= %(m)s ORDER BY id_a, id_b",
+        {"c": where.collection_id, "m": min_similarity, "k": cluster},
+    ):
         yield id_a, id_b, float(sim)
 
 
@@ -204,14 +197,22 @@ WHERE t.collection_id = %(c)s AND t.cluster_id = t.content_id AND t.shingle_coun
 GROUP BY t.content_id"""
 
 
-def cluster_sizes(scope: Scope) -> dict[int, int]:
-    """The documents of each cluster of two or more, by cluster id (as ``cluster_list`` counts them)."""
+def cluster_sizes(scope: Scope, most: int = pair_list.HELD_MOST) -> dict[int, int] | None:
+    """The documents of each cluster of two or more, by cluster id (as ``cluster_list`` counts them);
+    None past ``most`` rows read, for the caller to let the server group them instead."""
     sizes: dict[int, int] = {}
     counted: set[int] = set()
-    for cluster, first, n in scope.conn.execute(scope.sql(_CLUSTER_MEMBERS), {"c": scope.collection_id}):
-        sizes[int(cluster)] = sizes.get(int(cluster), 0) + int(n)
-        if first:
-            counted.add(int(cluster))
+    cursor = scope.conn.execute(scope.sql(_CLUSTER_MEMBERS), {"c": scope.collection_id})
+    read = 0
+    while batch := cursor.fetchmany(10_000):
+        read += len(batch)
+        if read > most:
+            cursor.close()
+            return None
+        for cluster, first, n in batch:
+            sizes[int(cluster)] = sizes.get(int(cluster), 0) + int(n)
+            if first:
+                counted.add(int(cluster))
     missing = sorted(set(sizes) - counted)
     if missing:
         params = {"c": scope.collection_id, "ks": missing}

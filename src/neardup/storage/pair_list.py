@@ -61,6 +61,13 @@ def cte(scope: Scope, among: str | None = None) -> str:
     return _ONE_SERVER.format(among="" if among is None else f" AND content_a IN ({among})")
 
 
+# The most rows of pairs of documents a reader holds in this process, read in steps on a distributed
+# collection: past it, the server joins them (``cte``), which costs more but holds them itself, so
+# that what a page or a count holds here never follows the size of the collection.
+HELD_MOST = 100_000
+# Rows fetched at a time while counting them against HELD_MOST.
+_FETCHED = 10_000
+
 # The pairs of documents of a distributed collection, read in steps and bound as arrays (``bound``):
 # the ids are compared as the documents' "C" collation compares them, bytewise.
 _BOUND = """dp AS MATERIALIZED (
@@ -103,6 +110,8 @@ def bound(scope: Scope, params: dict[str, Any], among: str | None = None) -> str
     if not scope.distributed:
         return cte(scope, among)
     rows = pairs_of_documents(scope, params, among)
+    if rows is None:  # more than this process holds: the server joins them, in rounds
+        return cte(scope, among)
     names = ("dp_a", "dp_b", "dp_s", "dp_m", "dp_ca", "dp_cb")
     columns: list[list[Any]] = [[] for _ in names]
     for row in rows:
@@ -113,10 +122,12 @@ def bound(scope: Scope, params: dict[str, Any], among: str | None = None) -> str
 
 
 def pairs_of_documents(
-    scope: Scope, params: dict[str, Any], among: str | None = None
-) -> list[tuple[str, str, float, str, int, int]]:
+    scope: Scope, params: dict[str, Any], among: str | None = None, most: int = HELD_MOST
+) -> list[tuple[str, str, float, str, int, int]] | None:
     """The rows of ``dp`` (id_a, id_b, similarity, method, content_a, content_b) of a distributed
-    collection, in no order, read in two steps (``_STEP_FIRST``, ``_STEP_SECOND``)."""
+    collection, in no order, read in two steps (``_STEP_FIRST``, ``_STEP_SECOND``); None once
+    either step, or the rows, would pass ``most``: then the caller reads ``cte`` instead, whose
+    rows the server holds, so that what this process holds never follows the collection."""
     conn, step = scope.conn, dict(params)
     among_p = among_m = ""
     if among is not None:
@@ -126,16 +137,58 @@ def pairs_of_documents(
     first = _STEP_FIRST.replace("{among_p}", among_p).replace("{among_m}", among_m)
     pairs: dict[tuple[int, int], tuple[float, str, list[str]]] = {}
     copies: dict[int, list[str]] = {}
-    for a, b, similarity, method, external in conn.execute(scope.sql(first), step).fetchall():
-        if b is None:
-            copies.setdefault(int(a), []).append(external)
-        else:
-            pairs.setdefault((int(a), int(b)), (float(similarity), method, []))[2].append(external)
+    cursor = conn.execute(scope.sql(first), step)
+    read = 0
+    while batch := cursor.fetchmany(_FETCHED):
+        read += len(batch)
+        if read > most:
+            cursor.close()
+            return None
+        for a, b, similarity, method, external in batch:
+            _held(pairs, copies, a, b, similarity, method, external)
     seconds: dict[int, list[str]] = {}
     step["dp_ids"] = sorted({b for _, b in pairs})
     if step["dp_ids"]:
-        for content, external in conn.execute(scope.sql(_STEP_SECOND), step).fetchall():
-            seconds.setdefault(int(content), []).append(external)
+        cursor = conn.execute(scope.sql(_STEP_SECOND), step)
+        while batch := cursor.fetchmany(_FETCHED):
+            read += len(batch)
+            if read > most:
+                cursor.close()
+                return None
+            for content, external in batch:
+                seconds.setdefault(int(content), []).append(external)
+    if (
+        sum(len(firsts) * len(seconds.get(b, ())) for (_, b), (_, _, firsts) in pairs.items())
+        + sum(len(ids) * (len(ids) - 1) // 2 for ids in copies.values())
+        > most
+    ):
+        return None
+    return _rows(pairs, copies, seconds)
+
+
+def _held(
+    pairs: dict[tuple[int, int], tuple[float, str, list[str]]],
+    copies: dict[int, list[str]],
+    a: Any,
+    b: Any,
+    similarity: Any,
+    method: Any,
+    external: str,
+) -> None:
+    """One row of the first step, kept: a document of a pair's first content, or of a text of
+    several documents (no second content)."""
+    if b is None:
+        copies.setdefault(int(a), []).append(external)
+    else:
+        pairs.setdefault((int(a), int(b)), (float(similarity), method, []))[2].append(external)
+
+
+def _rows(
+    pairs: dict[tuple[int, int], tuple[float, str, list[str]]],
+    copies: dict[int, list[str]],
+    seconds: dict[int, list[str]],
+) -> list[tuple[str, str, float, str, int, int]]:
+    """The pairs of documents of the pairs of texts and of the texts of several documents."""
     out: list[tuple[str, str, float, str, int, int]] = []
     # Python orders str by code point, which is the bytewise order of their UTF-8 ("C" collation).
     for (a, b), (similarity, method, firsts) in pairs.items():

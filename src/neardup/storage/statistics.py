@@ -185,7 +185,9 @@ def document_pairs(scope: Scope) -> int:
     whose texts are a stored pair, and the identical pairs."""
     params: dict[str, Any] = {"c": scope.collection_id}
     if scope.distributed:  # read in steps, and counted here: nothing to send back
-        return len(pair_list.pairs_of_documents(scope, params))
+        rows = pair_list.pairs_of_documents(scope, params)
+        if rows is not None:
+            return len(rows)
     query = f"WITH {pair_list.cte(scope)} SELECT count(*) FROM dp"
     row = scope.conn.execute(scope.sql(query), params).fetchone()
     return int(row[0]) if row else 0
