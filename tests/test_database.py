@@ -177,6 +177,18 @@ def test_labels(db: Database, filled: str) -> None:
         db.labels.verdicts("no-such-collection")
 
 
+def test_a_label_read_alone_shows_the_pairs_similarity_as_the_view_does(db: Database, filled: str) -> None:
+    # A stored pair, two documents of one text (identical), and two documents that are no pair.
+    for a, b in (("a", "b"), ("a", "c"), ("a", "d")):
+        db.labels.put(filled, a, b, "duplicate")
+    viewed = {(r.id_a, r.id_b): r for r in db.labels.export(filled)}
+    for a, b in (("a", "b"), ("c", "a"), ("a", "d")):
+        got = db.labels.get(filled, a, b)
+        assert got == viewed[min(a, b), max(a, b)]
+    assert viewed["a", "c"].method == "identical"
+    assert viewed["a", "d"].similarity is None
+
+
 def test_a_label_names_two_documents_of_the_collection(db: Database, filled: str) -> None:
     # Before: a label of ids that are no documents of the collection was stored.
     with pytest.raises(InputError, match="no document with id 'zz' in this collection"):

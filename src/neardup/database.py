@@ -429,6 +429,13 @@ class Review:
         with self._scope() as scope:
             return keyset_pages.queue_counts(scope, self.threshold, key)
 
+    def queue(self, query: PairQuery, fallback: PairQuery | None = None) -> tuple[PairRow | None, int, int]:
+        """The review queue at one pair: the first pair ``query`` asks for (else ``fallback``'s
+        first), how many unlabelled pairs come before it, and how many there are; the pairs of
+        documents read once (``pair_rows`` then ``queue_counts`` read them twice)."""
+        with self._scope() as scope:
+            return keyset_pages.queue(scope, self.threshold, query, fallback)
+
     def counts(self) -> dict[str, int]:
         """documents, clusters, document_pairs (identical copies included), labelled and left
         (document pairs without a label)."""

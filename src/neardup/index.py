@@ -38,6 +38,7 @@ from neardup.errors import (
 from neardup.neighbours import Contained, Direction
 from neardup.records import Record, to_document
 from neardup.result import AddResult
+from neardup.sampled_buckets import sampled_buckets
 from neardup.search import CheckResult, check_all, similar
 from neardup.stages import NO_CLOCK, StageClock
 from neardup.storage import catalog, citus, fingerprints, listings, migrate, statistics
@@ -717,6 +718,13 @@ class Index:
                 if counted == statistics.ESTIMATED
                 else statistics.dense_clusters(scope)
             )
+            if counted == statistics.ESTIMATED:
+                bucket_rows, largest_buckets = sampled_buckets(
+                    scope, row.next_content_id, self._sketch, largest
+                )
+            else:
+                bucket_rows = statistics.bucket_rows(scope)
+                largest_buckets = statistics.largest_buckets(scope, largest)
             sizes = statistics.sizes(scope)
             kept, kept_bytes = changes.kept(scope)
             if kept:  # a collection without the feed has no entry
@@ -726,9 +734,9 @@ class Index:
                 name=self.name,
                 **counts,
                 counted=counted,
-                bucket_rows=statistics.bucket_rows(scope),
+                bucket_rows=bucket_rows,
                 bytes_on_disk=sum(rows + indexes for rows, indexes in sizes.values()),
-                largest_buckets=statistics.largest_buckets(scope, largest),
+                largest_buckets=largest_buckets,
                 params=self.params,
                 threshold=self.threshold,
                 store_text=self.store_text,

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from neardup.core import SCHEMES, MinHasher, band_keys, candidate_probability
-from neardup.core.lsh import distinct_keys
+from neardup.core.lsh import distinct_keys, most_shared
 from neardup.errors import ParamsError
 
 from ._sets import pairs_with_jaccard
@@ -88,3 +88,20 @@ def test_empirical_candidate_rate_follows_the_s_curve(scheme: str, union: int) -
         expected = float(candidate_probability(exact, bands, rows))
         sigma = np.sqrt(expected * (1 - expected) / count)
         assert abs(hit.mean() - expected) <= 4 * sigma + 0.005, (jaccard, hit.mean(), expected)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(-3, 3)), max_size=60),
+    st.integers(1, 8),
+)
+def test_most_shared_are_the_commonest_keys_then_by_band_and_bucket(
+    rows: list[tuple[int, int]], most: int
+) -> None:
+    band = np.array([b for b, _ in rows], dtype=np.int16)
+    bucket = np.array([k for _, k in rows], dtype=np.int64)
+    got_band, got_bucket = most_shared(band, bucket, most)
+    counts: dict[tuple[int, int], int] = {}
+    for key in rows:
+        counts[key] = counts.get(key, 0) + 1
+    expected = sorted(counts, key=lambda key: (-counts[key], key))[:most]
+    assert list(zip(got_band.tolist(), got_bucket.tolist(), strict=True)) == expected

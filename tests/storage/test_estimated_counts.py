@@ -56,6 +56,7 @@ def test_a_sample_of_every_content_id_gives_the_exact_counts_everywhere_they_are
     assert _counts(s) == _counts(exact)  # the sample is every id: the estimate is the count
     assert exact.dense_clusters > 0
     assert [getattr(s, k) for k in DENSE] == [getattr(exact, k) for k in DENSE]
+    assert (s.bucket_rows, s.largest_buckets) == (exact.bucket_rows, exact.largest_buckets)
     db = Database(database_url, schema)
     try:
         info = db.info(filled.name)
@@ -96,6 +97,26 @@ def test_a_sample_of_some_content_ids_estimates_the_counts_near_them(
     assert _counts(s) != _counts(exact)  # half the ids: not every count comes out exact
     for key in COUNTED + DENSE:
         assert abs(getattr(s, key) - getattr(exact, key)) <= 0.35 * getattr(exact, key), key
+
+
+def test_the_fullest_buckets_are_found_through_a_sample_and_counted_exactly(
+    make_index: Callable[..., Any], deployment: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = " ".join(f"word{i}" for i in range(300))
+    crowd = [(f"crowd.{i:02d}", f"{base} ending{i}") for i in range(60)]  # many bands shared by all
+    alone = planted_corpus(n_sources=140, copies=0, seed=9)
+    index = make_index(threshold=0.5)
+    index.add([*crowd, *[(f"alone.{i}", t) for i, t in alone]])
+    exact = index.stats()
+    assert exact.largest_buckets[0][2] >= 40
+    monkeypatch.setattr(statistics, "ESTIMATE_ABOVE", 0)
+    monkeypatch.setattr(statistics, "SAMPLE_WINDOWS", 4)
+    monkeypatch.setattr(statistics, "SAMPLE_IDS", exact.contents // 4)
+    s = index.stats()
+    assert s.counted == ("estimated" if deployment == "citus" else "exact")
+    # Each sampled bucket is counted whole: the fullest, which the sample holds a quarter of, exactly.
+    assert s.largest_buckets[:3] == exact.largest_buckets[:3]
+    assert abs(s.bucket_rows - exact.bucket_rows) <= 0.35 * exact.bucket_rows
 
 
 def test_the_sample_is_read_by_index_lookups_not_a_scan_of_each_shard(

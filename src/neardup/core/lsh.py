@@ -51,6 +51,21 @@ def bucket_rows(
     return band, bucket, content
 
 
+def most_shared(
+    band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64], most: int
+) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int64]]:
+    """The ``most`` (band, bucket) pairs that occur most often among the rows, most first, then by
+    band and bucket."""
+    order = np.lexsort((bucket, band))
+    b, k = np.asarray(band)[order], np.asarray(bucket)[order]
+    first = np.ones(b.shape[0], dtype=np.bool_)
+    first[1:] = (b[1:] != b[:-1]) | (k[1:] != k[:-1])
+    starts = np.flatnonzero(first)
+    counts = np.diff(np.r_[starts, b.shape[0]])
+    pick = np.lexsort((k[starts], b[starts], -counts))[:most]
+    return b[starts][pick], k[starts][pick]
+
+
 def distinct_keys(keys: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int64]]:
     """Distinct (band, bucket) pairs of a contents x bands key matrix, by band, then bucket.
 

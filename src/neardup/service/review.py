@@ -371,11 +371,9 @@ def queue_page(
     here = db.review(collection)
     key = _key(k, a, b)
     first = PairQuery("queue", "unlabelled")
-    rows = here.pair_rows(replace(first, after=key, descending=go == "prev", inclusive=go == "here"), 1)
-    if not rows and key is not None and go == "prev":  # before the first: the first
-        rows = here.pair_rows(first, 1)
-    current = rows[0] if rows else None
-    before, left = here.queue_counts((current.key, current.id_a, current.id_b) if current else None)
+    asked = replace(first, after=key, descending=go == "prev", inclusive=go == "here")
+    # Before the first: the first.
+    current, before, left = here.queue(asked, first if key is not None and go == "prev" else None)
     last = None
     if last_a is not None and last_b is not None and "\x00" not in last_a + last_b:
         last = db.labels.get(here.name, last_a, last_b)

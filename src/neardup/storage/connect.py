@@ -157,10 +157,14 @@ def connect(url: str) -> Connection:
             # other than their own (pair_list's second document) need repartition joins, and the
             # planner settings a transaction sets with SET LOCAL (index_probes, no JIT) are sent
             # to the workers, which plan the shards' statements (docs/distributed.md); elsewhere
-            # these settings are placeholders nothing reads.
+            # these settings are placeholders nothing reads. A coordinator's session keeps up to 8
+            # connections to each worker open between statements (Citus's default keeps one): a
+            # statement on every shard of a distributed collection runs its tasks over several
+            # connections a worker, and opening them again for each statement (a new backend on the
+            # worker each) cost more than the tasks themselves on a cluster of many shards.
             conn.execute(
                 "SET client_connection_check_interval = '2s'; SET citus.enable_repartition_joins = on; "
-                "SET citus.propagate_set_commands = 'local'"
+                "SET citus.propagate_set_commands = 'local'; SET citus.max_cached_conns_per_worker = 8"
             )
     return conn
 

@@ -34,13 +34,13 @@ def pairs_page(
 ) -> list[tuple[str, str, float, str]]:
     """Up to ``limit`` pairs (id_a, id_b, similarity, method) at or above ``min_similarity``, by
     (id_a, id_b), starting after the key ``after``."""
-    query = (
-        f"WITH {pair_list.cte(scope)} SELECT id_a, id_b, similarity, method FROM dp "
-        "WHERE similarity >= %(m)s AND (id_a, id_b) > (%(a)s, %(b)s) ORDER BY id_a, id_b LIMIT %(n)s"
-    )
     first = ("", "") if after is None else after
     params = {"c": scope.collection_id, "m": min_similarity, "a": first[0], "b": first[1], "n": limit}
     with translated("reading a page of pairs"):
+        query = (
+            f"WITH {pair_list.bound(scope, params)} SELECT id_a, id_b, similarity, method FROM dp "
+            "WHERE similarity >= %(m)s AND (id_a, id_b) > (%(a)s, %(b)s) ORDER BY id_a, id_b LIMIT %(n)s"
+        )
         rows = scope.conn.execute(scope.sql(query), params).fetchall()
     return [(a, b, float(s), m) for a, b, s, m in rows]
 
@@ -79,6 +79,11 @@ def largest_clusters(
 ) -> list[ClusterRow]:
     """Up to ``limit`` clusters, largest first (then by representative), after the key
     (size, representative) ``after``."""
+    if scope.distributed:
+        with translated("reading the largest clusters"):
+            found = _largest_distributed(scope, after, limit, ids_per_cluster)
+        if found is not None:
+            return found
     params: dict[str, Any] = {"c": scope.collection_id, "n": limit, "ids": ids_per_cluster}
     query = _CLUSTERS
     if after is not None:
@@ -88,6 +93,57 @@ def largest_clusters(
     with translated("reading the largest clusters"):
         rows = scope.conn.execute(scope.sql(query), params).fetchall()
     return [ClusterRow(int(c), int(n), r, list(ids), bool(d)) for c, n, r, ids, d in rows]
+
+
+def _largest_distributed(
+    scope: Scope, after: tuple[int, str] | None, limit: int, ids_per_cluster: int
+) -> list[ClusterRow] | None:
+    """``largest_clusters`` of a distributed collection, where the view's window over every
+    document is computed on the coordinator after moving them all there: the clusters' sizes
+    first (``listings.cluster_sizes``), then the documents of the largest clusters only, as many
+    sizes down as the page needs (a size is read whole: its clusters are ordered by their
+    representatives, which come with their documents), by the contents' cluster index."""
+    sizes = listings.cluster_sizes(scope)
+    if sizes is None:  # more clusters than a page may hold here: the view groups them
+        return None
+    by_size: dict[int, list[int]] = {}
+    for k, n in sizes.items():
+        if after is None or n <= after[0]:
+            by_size.setdefault(n, []).append(k)
+    order = sorted(by_size, reverse=True)
+    rows: list[ClusterRow] = []
+    at = 0
+    while len(rows) < limit and at < len(order):
+        wanted: list[int] = []
+        while at < len(order) and (not wanted or len(rows) + len(wanted) < limit):
+            wanted.extend(by_size[order[at]])
+            at += 1
+        rows.extend(_listed_rows(scope, wanted, after, ids_per_cluster))
+    return rows[:limit]
+
+
+def _listed_rows(
+    scope: Scope, clusters: list[int], after: tuple[int, str] | None, ids_per_cluster: int
+) -> list[ClusterRow]:
+    """ClusterRows of the given clusters, largest first, then by representative, after ``after``."""
+    members: dict[int, list[str]] = {}
+    kept: dict[int, str] = {}
+    dense: dict[int, bool] = {}
+    # Ordered by cluster, then id: each cluster's ids come sorted as the view's "C" collation sorts.
+    for cluster, doc_id, representative, is_dense in listings.clusters_listed(scope, clusters):
+        members.setdefault(cluster, []).append(doc_id)
+        dense[cluster] = is_dense
+        if representative:
+            kept[cluster] = doc_id
+    rows = [
+        ClusterRow(k, len(ids), kept[k], ids[:ids_per_cluster], dense[k])
+        for k, ids in members.items()
+        if k in kept
+    ]
+    if after is not None:
+        rows = [r for r in rows if r.size < after[0] or (r.size == after[0] and r.representative > after[1])]
+    # Python orders str by code point, the bytewise order of their UTF-8 ("C" collation).
+    return sorted(rows, key=lambda r: (-r.size, r.representative))
 
 
 def cluster_members(scope: Scope, cluster: int, limit: int) -> list[tuple[str, dict[str, Any] | None]]:
@@ -165,12 +221,13 @@ def cluster_pairs(scope: Scope, cluster: int, limit: int) -> list[tuple[str, str
     """Up to ``limit`` pairs (id_a, id_b, similarity, method) within one cluster, most similar first."""
     with translated(f"reading the pairs of cluster {cluster}"):
         among = "SELECT content_id FROM {contents_p} WHERE cluster_id = %(k)s"
+        params: dict[str, Any] = {"c": scope.collection_id, "k": cluster, "n": limit}
         rows = scope.conn.execute(
             scope.sql(
-                f"WITH {pair_list.cte(scope, among)} SELECT id_a, id_b, similarity, method FROM dp "
+                f"WITH {pair_list.bound(scope, params, among)} SELECT id_a, id_b, similarity, method FROM dp "
                 "ORDER BY similarity DESC, id_a, id_b LIMIT %(n)s"
             ),
-            {"c": scope.collection_id, "k": cluster, "n": limit},
+            params,
         ).fetchall()
     return [(a, b, float(s), m) for a, b, s, m in rows]
 
@@ -313,18 +370,84 @@ class PairQuery:
 def pair_rows(scope: Scope, threshold: float, query: PairQuery, limit: int) -> list[PairRow]:
     """Up to ``limit`` pairs of documents as ``query`` asks, the collection's threshold being
     ``threshold``."""
+    with translated("reading a page of pairs"):
+        read = _pairs_read(scope, threshold)
+        return _pair_rows(scope, read, query, limit)
+
+
+def queue_counts(scope: Scope, threshold: float, key: tuple[float, str, str] | None) -> tuple[int, int]:
+    """Of the unlabelled pairs of documents: how many come before ``key`` in the queue's order
+    (distance from ``threshold``, then ids; 0 when ``key`` is None), and how many there are; in
+    one pass over the pairs."""
+    with translated("counting the review queue"):
+        return _queue_counts(scope, _pairs_read(scope, threshold), key)
+
+
+def queue(
+    scope: Scope, threshold: float, query: PairQuery, fallback: PairQuery | None = None
+) -> tuple[PairRow | None, int, int]:
+    """The review queue at one pair: the first pair ``query`` asks for (else ``fallback``'s first,
+    when given), how many unlabelled pairs come before it and how many there are (``pair_rows``
+    and ``queue_counts``), with the pairs of documents read once for all three."""
+    with translated("reading the review queue"):
+        read = _pairs_read(scope, threshold)
+        rows = _pair_rows(scope, read, query, 1)
+        if not rows and fallback is not None:
+            rows = _pair_rows(scope, read, fallback, 1)
+        current = rows[0] if rows else None
+        at = (current.key, current.id_a, current.id_b) if current else None
+        before, left = _queue_counts(scope, read, at)
+    return current, before, left
+
+
+@dataclass(frozen=True)
+class _PairsRead:
+    """What a page's statements read the pairs of documents from: on one server the ``dp``
+    expression with its parameters; on a distributed collection the rows themselves (read in steps,
+    ``pair_list.pairs_of_documents``) and the collection's labels, which the page then orders,
+    filters and counts here. Bound back into a statement, the rows cost more to send and parse
+    than the steps that read them."""
+
+    dp: str
+    params: dict[str, Any]
+    rows: list[tuple[str, str, float, str, int, int]] | None = None
+    labels: dict[tuple[str, str], str] | None = None
+
+
+def _pairs_read(scope: Scope, threshold: float) -> _PairsRead:
+    params: dict[str, Any] = {"c": scope.collection_id, "t": threshold}
+    if not scope.distributed:
+        return _PairsRead(pair_list.cte(scope), params)
+    rows = pair_list.pairs_of_documents(scope, params)
+    if rows is None:  # more than a page may hold here: the server orders and pages them
+        return _PairsRead(pair_list.cte(scope), params)
+    labels = scope.conn.execute(
+        scope.sql("SELECT id_a, id_b, label FROM {s}.labels WHERE collection_id = %s"), (scope.collection_id,)
+    ).fetchall()
+    return _PairsRead("", params, rows, {(a, b): lab for a, b, lab in labels})
+
+
+def _label_kept(which: str, label: str | None) -> bool:
+    """Whether a pair with ``label`` (None: unlabelled) is kept by the filter ``which``, as
+    ``_label_clause`` keeps it."""
+    if which == "all":
+        return True
+    if which == "unlabelled":
+        return label is None
+    if which == "labelled":
+        return label is not None
+    return label == which
+
+
+def _pair_rows(scope: Scope, read: _PairsRead, query: PairQuery, limit: int) -> list[PairRow]:
+    if read.rows is not None and read.labels is not None:
+        return _pair_rows_here(read.rows, read.labels, float(read.params["t"]), query, limit)
     key = PAIR_ORDERS[query.order]
     direction, compare = ("DESC", "<") if query.descending else ("ASC", ">")
     compare += "=" if query.inclusive else ""
-    params: dict[str, Any] = {
-        "c": scope.collection_id,
-        "t": threshold,
-        "lo": query.low,
-        "hi": query.high,
-        "n": limit,
-    }
+    params: dict[str, Any] = {**read.params, "lo": query.low, "hi": query.high, "n": limit}
     sql = (
-        f"WITH {pair_list.cte(scope)} "
+        f"WITH {read.dp} "
         f"SELECT p.id_a, p.id_b, p.similarity, p.method, l.label, {key} AS k FROM dp p "
         "LEFT JOIN {s}.labels l ON l.collection_id = %(c)s AND l.id_a = p.id_a AND l.id_b = p.id_b "
         "WHERE p.similarity BETWEEN %(lo)s AND %(hi)s " + _label_clause(query.labels)
@@ -333,27 +456,55 @@ def pair_rows(scope: Scope, threshold: float, query: PairQuery, limit: int) -> l
         sql += f"AND ({key}, p.id_a, p.id_b) {compare} (%(k)s, %(a)s, %(b)s) "
         params.update(k=query.after[0], a=query.after[1], b=query.after[2])
     sql += f"ORDER BY k {direction}, p.id_a {direction}, p.id_b {direction} LIMIT %(n)s"
-    with translated("reading a page of pairs"):
-        rows = scope.conn.execute(scope.sql(sql), params).fetchall()
+    rows = scope.conn.execute(scope.sql(sql), params).fetchall()
     return [PairRow(a, b, float(s), m, lab, float(k)) for a, b, s, m, lab, k in rows]
 
 
-def queue_counts(scope: Scope, threshold: float, key: tuple[float, str, str] | None) -> tuple[int, int]:
-    """Of the unlabelled pairs of documents: how many come before ``key`` in the queue's order
-    (distance from ``threshold``, then ids; 0 when ``key`` is None), and how many there are; in
-    one pass over the pairs."""
+def _pair_rows_here(
+    rows: list[tuple[str, str, float, str, int, int]],
+    labels: dict[tuple[str, str], str],
+    threshold: float,
+    query: PairQuery,
+    limit: int,
+) -> list[PairRow]:
+    """``_pair_rows``' statement, run here on the rows read: the same keys (float8 arithmetic is
+    Python's), the same filters, and ids ordered bytewise (Python orders str by code point, the
+    order of their UTF-8)."""
+    if query.order not in PAIR_ORDERS:
+        raise KeyError(query.order)
+    _label_clause(query.labels)  # the same check of the filter's name
+    queue = query.order == "queue"
+    found: list[PairRow] = []
+    for a, b, s, m, _, _ in rows:
+        label = labels.get((a, b))
+        if not (query.low <= s <= query.high) or not _label_kept(query.labels, label):
+            continue
+        k = abs(s - threshold) if queue else s
+        if query.after is not None:
+            at, mark = (k, a, b), query.after
+            if not (at < mark if query.descending else at > mark) and not (query.inclusive and at == mark):
+                continue
+        found.append(PairRow(a, b, s, m, label, k))
+    found.sort(key=lambda r: (r.key, r.id_a, r.id_b), reverse=query.descending)
+    return found[:limit]
+
+
+def _queue_counts(scope: Scope, read: _PairsRead, key: tuple[float, str, str] | None) -> tuple[int, int]:
+    if read.rows is not None and read.labels is not None:
+        t, labels = float(read.params["t"]), read.labels
+        keys = [(abs(s - t), a, b) for a, b, s, _, _, _ in read.rows if (a, b) not in labels]
+        return (0 if key is None else sum(1 for k in keys if k < key)), len(keys)
     before = "false"
-    params: dict[str, Any] = {"c": scope.collection_id, "t": threshold}
+    params = dict(read.params)
     if key is not None:
         before = f"({PAIR_ORDERS['queue']}, p.id_a, p.id_b) < (%(k)s, %(a)s, %(b)s)"
         params.update(k=key[0], a=key[1], b=key[2])
     query = (
-        f"WITH {pair_list.cte(scope)} SELECT count(*) FILTER (WHERE {before}), count(*) FROM dp p "
-        "LEFT JOIN {s}.labels l ON l.collection_id = %(c)s AND l.id_a = p.id_a AND l.id_b = p.id_b "
-        "WHERE true " + _label_clause("unlabelled")
+        f"WITH {read.dp} SELECT count(*) FILTER (WHERE {before}), count(*) "
+        "FROM dp p LEFT JOIN {s}.labels l ON l.collection_id = %(c)s AND l.id_a = p.id_a "
+        "AND l.id_b = p.id_b WHERE true " + _label_clause("unlabelled")
     )
-    with translated("counting the review queue"):
-        row = scope.conn.execute(scope.sql(query), params).fetchone()
+    row = scope.conn.execute(scope.sql(query), params).fetchone()
     return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
@@ -366,13 +517,14 @@ def review_counts(scope: Scope) -> dict[str, int]:
         span = statistics.id_span(scope)
         if statistics.estimated(scope, span):
             return _estimated_review(scope, {scope.collection_id: span})[scope.collection_id]
-    query = (
-        f"WITH {pair_list.cte(scope)} SELECT (SELECT count(*) FROM {{documents_p}}), "
-        f"({statistics.CLUSTER_COUNT}), count(p.id_a), count(l.label) FROM dp p LEFT JOIN {{s}}.labels l "
-        "ON l.collection_id = %(c)s AND l.id_a = p.id_a AND l.id_b = p.id_b"
-    )
+    params: dict[str, Any] = {"c": scope.collection_id}
     with translated("counting a collection for review"):
-        row = scope.conn.execute(scope.sql(query), {"c": scope.collection_id}).fetchone()
+        query = (
+            f"WITH {pair_list.bound(scope, params)} SELECT (SELECT count(*) FROM {{documents_p}}), "
+            f"({statistics.CLUSTER_COUNT}), count(p.id_a), count(l.label) FROM dp p LEFT JOIN {{s}}.labels l "
+            "ON l.collection_id = %(c)s AND l.id_a = p.id_a AND l.id_b = p.id_b"
+        )
+        row = scope.conn.execute(scope.sql(query), params).fetchone()
     documents, clusters, pairs, labelled = (int(v) for v in row) if row else (0, 0, 0, 0)
     return {
         "documents": documents,

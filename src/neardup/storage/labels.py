@@ -85,14 +85,62 @@ def get(scope: Scope, id_a: str, id_b: str) -> LabelRow | None:
     """The label of one pair of the scope's collection, or None."""
     low, high = sorted((id_a, id_b))
     with translated("reading a label"):
+        # The labels alone first (a table of the coordinator's): most pairs shown have none, and
+        # the view's joins to the documents and pairs are statements on every shard of a
+        # distributed collection, which the similarity of a labelled pair takes two lookups for.
         row = scope.conn.execute(
             scope.sql(
-                f"SELECT {_VIEW_COLUMNS} FROM {{s}}.pair_labels "
-                "WHERE collection_id = %s AND id_a = %s AND id_b = %s"
+                "SELECT c.name, l.id_a, l.id_b, l.label, l.note, l.labelled_by, l.labelled_at "
+                "FROM {s}.labels l JOIN {s}.collections c ON c.collection_id = l.collection_id "
+                "WHERE l.collection_id = %s AND l.id_a = %s AND l.id_b = %s"
             ),
             (scope.collection_id, low, high),
         ).fetchone()
-    return None if row is None else LabelRow(*row)
+        if row is None:
+            return None
+        if not scope.distributed:
+            row = scope.conn.execute(
+                scope.sql(
+                    f"SELECT {_VIEW_COLUMNS} FROM {{s}}.pair_labels "
+                    "WHERE collection_id = %s AND id_a = %s AND id_b = %s"
+                ),
+                (scope.collection_id, low, high),
+            ).fetchone()
+            return None if row is None else LabelRow(*row)
+        stored = _similarity(scope, low, high)
+    similarity, method = stored if stored is not None else (None, None)
+    name, a, b, label, note, by, at = row
+    return LabelRow(name, a, b, label, note, by, at, similarity, method)
+
+
+def _similarity(scope: Scope, low: str, high: str) -> tuple[float, str] | None:
+    """The similarity and method of two documents as ``pair_labels`` shows them (1.0 and
+    "identical" for two documents of one text with a shingle), or None: in two lookups, each on
+    the shards of its rows (the documents' contents, then the pair of contents)."""
+    ends = {
+        str(r[0]): (int(r[1]), int(r[2]))
+        for r in scope.conn.execute(
+            scope.sql(
+                "SELECT d.external_id, d.content_id, t.shingle_count FROM {documents_p} d "
+                "JOIN {contents_p} t ON t.collection_id = d.collection_id AND t.content_id = d.content_id "
+                "WHERE d.collection_id = %s AND d.external_id IN (%s, %s)"
+            ),
+            (scope.collection_id, low, high),
+        ).fetchall()
+    }
+    if low not in ends or high not in ends:
+        return None
+    (a, shingles), (b, _) = ends[low], ends[high]
+    if a == b:
+        return (1.0, "identical") if shingles > 0 else None
+    found = scope.conn.execute(
+        scope.sql(
+            "SELECT similarity, method FROM {pairs_p} WHERE collection_id = %s AND content_a = %s "
+            "AND content_b = %s"
+        ),
+        (scope.collection_id, min(a, b), max(a, b)),
+    ).fetchone()
+    return None if found is None else (float(found[0]), str(found[1]))
 
 
 def export(scope: Scope, collection: str | None = None) -> list[LabelRow]:

@@ -7,7 +7,7 @@ snapshot it began with (a repeatable-read transaction).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from typing import Any
 
@@ -26,13 +26,16 @@ _CHUNKS_FROM_LIBPQ = 170_000
 
 
 def _stream(
-    url: str, where: Scope, doing: str, query: str, params: dict[str, Any]
+    url: str, where: Scope, doing: str, query: str | Callable[[Scope], str], params: dict[str, Any]
 ) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``query`` (or of the query it makes on the listing's scope, reading in its
+    snapshot first and binding into ``params`` what it read) as they come."""
     size = _STREAM_ROWS if pq.version() >= _CHUNKS_FROM_LIBPQ else 1
     with translated(doing), closing(connect(url)) as conn, conn.transaction():
         read_snapshot(conn)
         scope = Scope(conn, where.schema, where.collection_id, where.distributed)
-        yield from conn.cursor(binary=True).stream(scope.sql(query), params, size=size)
+        text = query if isinstance(query, str) else query(scope)
+        yield from conn.cursor(binary=True).stream(scope.sql(text), params, size=size)
 
 
 @contextmanager
@@ -145,6 +148,77 @@ def _range(scope: Scope, keep: str, dense: int, lo: int, hi: int) -> list[tuple[
         (int(cluster), str(doc_id), bool(representative), bool(is_dense))
         for cluster, doc_id, representative, is_dense in scope.conn.execute(scope.sql(_CLUSTER_RANGE), params)
     ]
+
+
+# The same of given clusters: their ids sent to every shard as one array (a page's worth).
+_CLUSTERS_LISTED = _CLUSTER_RANGE.replace(
+    "cluster_id >= %(lo)s AND cluster_id < %(hi)s", "cluster_id = ANY(%(ks)s::int8[])"
+).replace("t.cluster_id >= %(lo)s AND t.cluster_id < %(hi)s", "t.cluster_id = ANY(%(ks)s::int8[])")
+
+
+def clusters_listed(scope: Scope, clusters: list[int]) -> list[tuple[int, str, bool, bool]]:
+    """``clusters``' rows of the given clusters (those of two or more documents), read as on a
+    distributed collection."""
+    found = _settings(scope)
+    if found is None or not clusters:
+        return []
+    keep, _, dense = found
+    params = {"c": scope.collection_id, "keep": keep, "dense": dense, "ks": sorted(clusters)}
+    return [
+        (int(cluster), str(doc_id), bool(representative), bool(is_dense))
+        for cluster, doc_id, representative, is_dense in scope.conn.execute(
+            scope.sql(_CLUSTERS_LISTED), params
+        )
+    ]
+
+
+# The size (documents with a shingle) of every cluster of two or more documents, in one task a
+# shard: the contents that say their cluster has two documents or more, each with its documents
+# (grouped by the distribution column, so on its shard): one whose cluster id is not its own (only
+# a cluster's first content has its id), one of two documents, and one that is the first content
+# of a stored pair (the clusters are the stored pairs' components, so the first content of a
+# cluster of two texts or more is the first of a pair; the pair lives on its shard). A cluster
+# found without its first content, should one be left so, has that content's documents looked up
+# by its id (sent to every shard as one intermediate result). Grouping every content by its cluster
+# would move a row for each content of the collection to the coordinator.
+_CLUSTER_MEMBERS = """
+SELECT t.cluster_id, t.content_id = t.cluster_id, count(*) FROM {contents_p} t
+JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id
+LEFT JOIN (SELECT content_a FROM {pairs_p} WHERE collection_id = %(c)s GROUP BY content_a) p
+    ON p.content_a = t.content_id
+WHERE t.collection_id = %(c)s AND t.shingle_count > 0
+GROUP BY t.content_id, t.cluster_id, p.content_a
+HAVING t.cluster_id <> t.content_id OR count(*) > 1 OR p.content_a IS NOT NULL"""
+_CLUSTER_FIRSTS = """
+WITH k AS MATERIALIZED (SELECT unnest(%(ks)s::int8[]) AS content_id)
+SELECT t.content_id, count(*) FROM {contents_p} t JOIN k ON k.content_id = t.content_id
+JOIN {documents_p} d ON d.collection_id = t.collection_id AND d.content_id = t.content_id
+WHERE t.collection_id = %(c)s AND t.cluster_id = t.content_id AND t.shingle_count > 0
+GROUP BY t.content_id"""
+
+
+def cluster_sizes(scope: Scope, most: int = pair_list.HELD_MOST) -> dict[int, int] | None:
+    """The documents of each cluster of two or more, by cluster id (as ``cluster_list`` counts them);
+    None past ``most`` rows read, for the caller to let the server group them instead."""
+    sizes: dict[int, int] = {}
+    counted: set[int] = set()
+    cursor = scope.conn.execute(scope.sql(_CLUSTER_MEMBERS), {"c": scope.collection_id})
+    read = 0
+    while batch := cursor.fetchmany(10_000):
+        read += len(batch)
+        if read > most:
+            cursor.close()
+            return None
+        for cluster, first, n in batch:
+            sizes[int(cluster)] = sizes.get(int(cluster), 0) + int(n)
+            if first:
+                counted.add(int(cluster))
+    missing = sorted(set(sizes) - counted)
+    if missing:
+        params = {"c": scope.collection_id, "ks": missing}
+        for cluster, n in scope.conn.execute(scope.sql(_CLUSTER_FIRSTS), params):
+            sizes[int(cluster)] += int(n)
+    return {k: n for k, n in sizes.items() if n > 1}
 
 
 def _distributed_clusters(url: str, where: Scope, doing: str) -> Iterator[tuple[int, str, bool, bool]]:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
+
 from neardup.errors import InternalError
 from neardup.storage import pair_list
+from neardup.storage.binary import Int2s, Int8s, signature_matrix
 from neardup.storage.scope import Scope
 
 # The clusters of two or more documents (as ``cluster_list`` has them): grouped by their cluster
@@ -77,14 +80,12 @@ def sampled_dense_clusters(scope: Scope, id_span: int, size: int) -> list[tuple[
     has at least ``size`` contents, so the sample misses one with a probability of at most (1 -
     the sampled share of the ids) ** ``size``; the grouping of every content by its cluster that
     ``dense_clusters`` runs would move a row a cluster from every shard to the coordinator."""
-    in_t, params = _in_windows("t", "content_id", scope.collection_id, windows(scope.collection_id, id_span))
+    spans = windows(scope.collection_id, id_span)
+    from_t, params = _windowed("{contents_p}", "t", "content_id", scope.collection_id, spans)
     seen = [
         int(r[0])
         for r in scope.conn.execute(
-            scope.sql(
-                f"SELECT DISTINCT t.cluster_id FROM {{contents_p}} t WHERE {in_t} "
-                "AND t.cluster_id <> t.content_id"
-            ),
+            scope.sql(f"SELECT DISTINCT t.cluster_id FROM {from_t} WHERE t.cluster_id <> t.content_id"),
             params,
         ).fetchall()
     ]
@@ -182,9 +183,13 @@ LISTED_COUNTS = (
 def document_pairs(scope: Scope) -> int:
     """Pairs of documents, as the pairs listing (``pair_list``) has them: every pair of documents
     whose texts are a stored pair, and the identical pairs."""
-    row = scope.conn.execute(
-        scope.sql(f"WITH {pair_list.cte(scope)} SELECT count(*) FROM dp"), {"c": scope.collection_id}
-    ).fetchone()
+    params: dict[str, Any] = {"c": scope.collection_id}
+    if scope.distributed:  # read in steps, and counted here: nothing to send back
+        rows = pair_list.pairs_of_documents(scope, params)
+        if rows is not None:
+            return len(rows)
+    query = f"WITH {pair_list.cte(scope)} SELECT count(*) FROM dp"
+    row = scope.conn.execute(scope.sql(query), params).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -216,6 +221,34 @@ def largest_buckets(scope: Scope, limit: int) -> list[tuple[int, int, int]]:
         (scope.collection_id, limit),
     ).fetchall()
     return [(r[0], r[1], r[2]) for r in rows]
+
+
+def sampled_signatures(scope: Scope, id_span: int, num_perm: int) -> tuple[Any, Any, float]:
+    """The signatures of the contents in the sample's ``windows`` (sorted ids, a row each), and the
+    ids the sample stands for per id in it (the scale of ``sample_counts``): each window an index
+    range of the distribution column, read on every shard; the rows put end to end on the
+    coordinator."""
+    spans = windows(scope.collection_id, id_span)
+    from_s, params = _windowed("{signatures_p}", "s", "content_id", scope.collection_id, spans)
+    with scope.conn.cursor(binary=True) as cur:
+        rows = cur.execute(scope.sql(f"SELECT s.content_id, s.signature FROM {from_s}"), params).fetchall()
+    rows.sort(key=lambda r: int(r[0]))
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    return ids, signature_matrix([r[1] for r in rows], num_perm), id_span / sum(b - a + 1 for a, b in spans)
+
+
+def bucket_sizes(scope: Scope, band: Any, bucket: Any) -> list[tuple[int, int, int]]:
+    """(band, bucket, contents) of the given buckets (distinct (band, bucket) pairs) that have rows:
+    each a lookup of the bucket index on the shard of its key."""
+    rows = scope.conn.execute(
+        scope.sql(
+            "SELECT b.band, b.bucket, count(*) FROM unnest(%s::int2[], %s::int8[]) AS k(band, bucket) "
+            "JOIN {buckets_p} b ON b.collection_id = %s AND b.band = k.band AND b.bucket = k.bucket "
+            "GROUP BY b.band, b.bucket"
+        ),
+        (Int2s(band), Int8s(bucket), scope.collection_id),
+    ).fetchall()
+    return [(int(r[0]), int(r[1]), int(r[2])) for r in rows]
 
 
 def bucket_rows(scope: Scope) -> int:
@@ -339,37 +372,39 @@ def collection_counts(scope: Scope, id_span: int) -> tuple[dict[str, int], str]:
     return {**counts(scope), "document_pairs": document_pairs(scope)}, EXACT
 
 
-def _in_windows(
-    alias: str, column: str, collection_id: int, spans: list[tuple[int, int]]
-) -> tuple[str, list[int]]:
-    """A condition that ``alias.column`` is in one of ``spans``, with its parameters in order: the
-    collection's id with each span, so that each is a range of the index on (collection_id,
-    column) and the shards read their rows in the windows only."""
-    arm = f"({alias}.collection_id = %s AND {alias}.{column} BETWEEN %s AND %s)"
-    return "(" + " OR ".join(arm for _ in spans) + ")", [
-        v for first, last in spans for v in (collection_id, first, last)
-    ]
+def _windowed(
+    table: str, alias: str, column: str, collection_id: int, spans: list[tuple[int, int]]
+) -> tuple[str, list[Any]]:
+    """A FROM item: ``table`` (a template) as ``alias``, its rows whose ``column`` is in one of
+    ``spans`` (the windows ``w``, each a range of the index on (collection_id, column), so that
+    each shard reads its rows in the windows only), with its parameters in order. The windows are
+    two arrays joined to the table: as a condition of one arm a window, the shards' statements
+    took several times longer to plan than to run."""
+    return (
+        f"unnest(%s::int8[], %s::int8[]) AS w(lo, hi) JOIN {table} {alias} "
+        f"ON {alias}.collection_id = %s AND {alias}.{column} BETWEEN w.lo AND w.hi",
+        [[first for first, _ in spans], [last for _, last in spans], collection_id],
+    )
 
 
 def sample_statements(scope: Scope, id_span: int) -> list[tuple[str, list[Any]]]:
     """The statements ``sample_counts`` runs first, with their parameters (for EXPLAIN in tests):
     the sampled contents with their documents, and the pairs with an end among them."""
     spans, c = windows(scope.collection_id, id_span), scope.collection_id
-    in_t, t_params = _in_windows("t", "content_id", c, spans)
-    in_d, d_params = _in_windows("d", "content_id", c, spans)
-    in_a, a_params = _in_windows("p", "content_a", c, spans)
-    in_b, b_params = _in_windows("p", "content_b", c, spans)
+    from_t, t_params = _windowed("{contents_p}", "t", "content_id", c, spans)
+    from_a, a_params = _windowed("{pairs_p}", "p", "content_a", c, spans)
+    from_b, b_params = _windowed("{pairs_p}", "p", "content_b", c, spans)
     return [
         (
-            "SELECT t.content_id, t.cluster_id, t.shingle_count > 0, count(d.doc_id) FROM {contents_p} t "
+            f"SELECT t.content_id, t.cluster_id, t.shingle_count > 0, count(d.doc_id) FROM {from_t} "
             "LEFT JOIN {documents_p} d ON d.collection_id = t.collection_id "
-            f"AND d.content_id = t.content_id AND {in_d} WHERE {in_t} "
+            "AND d.content_id = t.content_id AND d.content_id BETWEEN w.lo AND w.hi "
             "GROUP BY t.content_id, t.cluster_id, t.shingle_count",
-            [*d_params, *t_params],
+            t_params,
         ),
         (
-            f"SELECT p.content_a, p.content_b FROM {{pairs_p}} p WHERE {in_a} UNION "
-            f"SELECT p.content_a, p.content_b FROM {{pairs_p}} p WHERE {in_b}",
+            f"SELECT p.content_a, p.content_b FROM {from_a} UNION "
+            f"SELECT p.content_a, p.content_b FROM {from_b}",
             [*a_params, *b_params],
         ),
     ]
