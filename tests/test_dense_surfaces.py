@@ -128,6 +128,7 @@ NOT_FOR_A_QUERY = (
     "neardup.evaluation_sample",
     "neardup.own_pairs",
     "neardup.storage.changes",
+    "neardup.sampled_buckets",
     "neardup.readers",
     "neardup.ingest",
     "difflib",

@@ -38,7 +38,6 @@ from neardup.errors import (
 from neardup.neighbours import Contained, Direction
 from neardup.records import Record, to_document
 from neardup.result import AddResult
-from neardup.sampled_buckets import sampled_buckets
 from neardup.search import CheckResult, check_all, similar
 from neardup.stages import NO_CLOCK, StageClock
 from neardup.storage import catalog, citus, fingerprints, listings, migrate, statistics
@@ -705,6 +704,7 @@ class Index:
     def stats(self, largest: int = 5) -> Stats:
         """Counts of documents, contents, pairs and clusters, size on disk and the fullest buckets."""
         from neardup import own_pairs
+        from neardup.sampled_buckets import sampled_buckets
         from neardup.storage import changes
 
         scope, banding = self._scope, self.config.banding()
