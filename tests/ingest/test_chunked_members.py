@@ -2,8 +2,9 @@
 reads them a chunk of contents at a time and pairs chunk by chunk (``bucket_members._Chunks``,
 ``pairing.Chunked``), so that what it holds follows the batch, not what is stored. Against brute
 force, with chunks of a few contents, on the dense shapes (cliques, chains, mixtures) and on short
-records of one template, by one writer and by concurrent ones; and the bound itself: no read and
-no grouping holds more stored rows than a chunk."""
+records of one template, by one writer and by concurrent ones, and under test_dense's state
+machine of adds, replacements, removals and rebuilds; and the bound itself: no read and no
+grouping holds more stored rows than a chunk."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
 
 from neardup.core.params import Params
 from neardup.ingest import before_lock, bucket_members, pairing
 from neardup.storage import buckets
 from tests._corpus import brute_force_pairs, components
-from tests.test_dense import EXHAUSTIVE, chain, check, clique, mixture
+from tests.test_dense import EXHAUSTIVE, DenseMachine, chain, check, clique, mixture
 
 pytestmark = pytest.mark.distributed_variant
 
@@ -114,3 +117,19 @@ def test_template_records_added_again_in_chunks_store_every_pair_brute_force_fin
     # read at once.
     assert len(reads.read) >= 2 * 3
     assert int(np.median(reads.grouped)) < CHUNK
+
+
+def test_dense_clusters_in_chunks_match_brute_force_under_any_interleaving(
+    database_url: str, schema: str, reads: Reads
+) -> None:
+    DenseMachine.url, DenseMachine.schema = database_url, schema
+    run_state_machine_as_test(
+        DenseMachine,
+        settings=settings(
+            max_examples=10,
+            stateful_step_count=8,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+        ),
+    )
+    assert max(reads.grouped) <= CHUNK

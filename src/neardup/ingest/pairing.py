@@ -19,6 +19,11 @@ A pair is stored once: the first step's pairs are its own; the others leave the 
 small group, and the linked ones those sharing a group given up. What each step reads and how a
 pair is verified are the caller's (``Sources``): an ingest's batch, a rebuild's range of contents,
 the contents of clusters a removal broke.
+
+Where a batch's buckets hold far more stored members than the batch (short records of one
+template), the groups come in chunks of stored contents (``Chunked``): the first two steps run
+chunk by chunk, the third once they are all done, so that what pairing holds follows the batch
+and a chunk, not what is stored.
 """
 
 from __future__ import annotations
