@@ -171,12 +171,15 @@ class Probe:
             if not self.rows_written:
                 insert_indexed(ctx.scope, rows)  # while the probe may still run
             stored = _wait(self.probe)
-            if len(self.dropped):
-                alive = ~np.isin(stored[2], np.asarray(self.dropped, dtype=np.int64))
-                stored = tuple(column[alive] for column in stored)
-        if stored[2].size < most:
+        # Whether the probe stopped at ``most`` rows, judged before the contents this
+        # transaction dropped leave them: their rows counted there.
+        last = int(stored[2].max()) if stored[2].size >= most else None
+        if self.probe is not None and len(self.dropped):
+            alive = ~np.isin(stored[2], np.asarray(self.dropped, dtype=np.int64))
+            stored = tuple(column[alive] for column in stored)
+        if last is None:
             return _grouped_across(stored, rows, plan.first_new)
-        return Chunked(_Chunks(ctx.scope, plan, rows, stored, most))
+        return Chunked(_Chunks(ctx.scope, plan, rows, stored, most, last))
 
     def written(self, ctx: BatchContext, rows: Rows) -> None:
         """Nothing: the rows went in with the probe."""
@@ -216,14 +219,14 @@ class _Chunks:
     same ranges again. Each chunk comes grouped with the batch's rows, with each group's size as
     the bucket index counts it (every stored member, and the batch's)."""
 
-    def __init__(self, scope: Scope, plan: BatchPlan, rows: Rows, probed: Rows, most: int) -> None:
+    def __init__(self, scope: Scope, plan: BatchPlan, rows: Rows, probed: Rows, most: int, last: int) -> None:
         self._scope, self._plan, self._rows = scope, plan, rows
         self._keys = distinct_keys(plan.keys)
         self._most = max(most, plan.keys.shape[1] + 1)  # a content's rows, and one more
-        # The probe's rows below its last content (whose rows it may have cut), and no more than
-        # a chunk's (a probe made before the batch's turn read every row).
+        # The probe's rows below the last content it read (``last``, whose rows it may have
+        # cut), and no more than a chunk's (a probe made before the batch's turn read every row).
         contents = np.sort(probed[2])
-        cut = int(contents[min(self._most, contents.size) - 1])
+        cut = min(last, int(contents[min(self._most, contents.size) - 1])) if contents.size else last
         del contents
         below = probed[2] < cut
         self._probed: Rows | None = tuple(column[below] for column in probed)
