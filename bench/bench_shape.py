@@ -19,8 +19,9 @@ fresh collection. The parts:
 - ``ways``: the zipf corpus by ``neardup add``, over HTTP (``neardup serve``, requests of
   ``--request`` documents), with ``--jobs 2`` and by ``rebuild`` (a re-band of the collection);
 - ``template``: ``--template-n`` (100,000) short records of one template (issue 39's shape: nearly
-  every pair a candidate, none a pair) added three times into one collection, each add a process
-  of its own: their peaks (goal: each where the first was);
+  every pair a candidate, few a pair) added three times into one collection, each add a process
+  of its own, this code's and the baseline's (in a collection of its own) in turn: their peaks
+  (goal: each where the first was);
 - ``query``: p50 and p99 of ``query`` and of ``check`` (``--limit``) at the zipf collection, for
   texts that match its largest cluster and for texts of the tail.
 
@@ -350,11 +351,16 @@ def _http(runner: Runner, path: Path, request: int) -> list[object]:
 
 def part_template(report: Report, runner: Runner, args: argparse.Namespace) -> None:
     report.say(f"## {args.template_n:,} short records of one template, added three times", "")
-    rows = []
+    ours, theirs = [], []
     for k in range(3):
+        # Each add of this code, then of the baseline's (a collection of its own): the two see
+        # about the same load.
         case = {"what": "add", "shape": "template", "n": args.template_n, "seed": k}
-        rows.append(_row(f"add {k + 1}", "this", runner.run(case, name="template")))
-    report.table(HEAD, "lllrrrr", rows)
+        ours.append(_row(f"add {k + 1}", "this", runner.run(case, name="template")))
+        theirs.append(
+            _row(f"add {k + 1}", args.baseline_ref or "-", runner.run(case, old=True, name="template"))
+        )
+    report.table(HEAD, "lllrrrr", ours + theirs)
     report.say("Goal: each add peaks where the first did.", "")
 
 

@@ -71,6 +71,26 @@ def bucket_groups(band: npt.ArrayLike, bucket: npt.ArrayLike, content: npt.Array
     mixed key with probability ~2**-64 per pair of rows; that would only add candidates, which
     verification then rejects.
     """
+    members, offsets, _ = _sorted_groups(band, bucket, content)
+    return Ragged(members, offsets)
+
+
+def keyed_groups(
+    band: npt.ArrayLike, bucket: npt.ArrayLike, content: npt.ArrayLike
+) -> tuple[Ragged, npt.NDArray[np.int64]]:
+    """``bucket_groups`` (none where no bucket is shared), and each group's mixed key
+    (``mixed_keys``), ascending."""
+    members, offsets, key = _sorted_groups(band, bucket, content)
+    if members.size == 0:
+        return Ragged(members, np.zeros(1, dtype=np.int64)), key
+    return Ragged(members, offsets), key[offsets[:-1]]
+
+
+def _sorted_groups(
+    band: npt.ArrayLike, bucket: npt.ArrayLike, content: npt.ArrayLike
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The members of shared buckets sorted by (key, member), the groups' offsets, and the keys
+    row for row."""
     key = mixed_keys(band, bucket)
     _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
     shared = counts[inverse] > 1
@@ -79,7 +99,7 @@ def bucket_groups(band: npt.ArrayLike, bucket: npt.ArrayLike, content: npt.Array
     key, members = key[order], members[order]
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     offsets = np.r_[starts, members.size].astype(np.int64)
-    return Ragged(members, offsets)
+    return members, offsets, key
 
 
 def candidate_pairs(groups: Ragged, first_new: int = 0) -> npt.NDArray[np.int64]:

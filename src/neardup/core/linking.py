@@ -154,6 +154,23 @@ def link(
     )
 
 
+def crowded(groups: Ragged, first_new: int, roots: Ids) -> npt.NDArray[np.bool_]:
+    """Per group: whether its stored members (below ``first_new``) fall in more than
+    ``MAX_CLASSES`` classes (``roots[q]``: member position q's class), so that ``link`` would give
+    it up at its first step, or later at best: its caller gives it up at once, before ``link``
+    holds a row per member and loads every class's latest member. A group of short records of
+    one template (singletons by the hundred thousand) is one; merges made while linking could
+    only have brought its classes down to the cap, and its enumeration is exact too."""
+    members = np.asarray(groups.values, dtype=np.int64)
+    group = np.repeat(np.arange(len(groups), dtype=np.int64), groups.lengths())
+    stored = members < first_new
+    g, r = group[stored], np.asarray(roots, dtype=np.int64)[stored]
+    order = np.lexsort((r, g))
+    g, r = g[order], r[order]
+    first = np.r_[True, (g[1:] != g[:-1]) | (r[1:] != r[:-1])] if g.size else np.zeros(0, bool)
+    return np.bincount(g[first], minlength=len(groups)) > MAX_CLASSES
+
+
 def _stored_hubs(group_of: Ids, node: Ids, is_new: npt.NDArray[np.bool_], parent: Ids) -> Ids:
     """Positions of the latest stored member of each class (root of its node) in each group."""
     stored = np.flatnonzero(~is_new)

@@ -32,7 +32,7 @@ from neardup.core.ragged import Ragged
 from neardup.core.sketch import Sketch
 from neardup.ingest import pairing, store
 from neardup.ingest.context import BatchContext
-from neardup.ingest.plan import Batch, BatchPlan, plan_batch
+from neardup.ingest.plan import Batch, BatchPlan, chunk_rows, plan_batch
 from neardup.storage import buckets, catalog
 from neardup.storage import documents as document_rows
 from neardup.storage.scope import read_snapshot
@@ -110,7 +110,7 @@ def before_turn(ctx: BatchContext, batch: Batch, sketch: Sketch, *, deferring: b
         members: tuple[np.ndarray, ...] = ()
         verdicts: Verdicts = {}
         if plan.bearing_ids.size:
-            members = buckets.members_of(second, *distinct_keys(plan.keys))
+            members = buckets.members_of(second, *distinct_keys(plan.keys), most=chunk_rows(plan))
             rows = bucket_rows(plan.bearing_ids, plan.keys)
             groups = bucket_groups(*(np.concatenate([m, n]) for m, n in zip(members, rows, strict=True)))
             # Hot groups are linked in the turn (``pairing``), against the classes there then.

@@ -5,6 +5,9 @@ Each groups the batch's new bucket rows with the stored rows that share a bucket
 
 - ``Probe``: the bucket index stands; the stored members are probed for the batch's keys (on the
   second connection while the batch writes, or here in a rebuild), the rows COPYed into the index.
+  Where they hold more rows than a chunk (``plan.chunk_rows``: about the batch's own), the stored members
+  come in chunks of contents, read on the batch's connection as pairing asks for them
+  (``pairing.Chunked``): what a batch holds follows the batch, not what is stored.
 - ``Bulk``: a batch into a partition whose index is missing; the index is dropped, the rows COPYed,
   every shared bucket read, and the index built again.
 - ``Deferred``: an ingest into an empty collection defers the index (``Deferral``); the rows it
@@ -15,7 +18,7 @@ Each groups the batch's new bucket rows with the stored rows that share a bucket
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -23,13 +26,14 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from neardup.core.candidates import bucket_groups
+from neardup.core.candidates import bucket_groups, keyed_groups, mixed_keys
 from neardup.core.ingest_memory import IngestMemory
 from neardup.core.lsh import distinct_keys
 from neardup.core.ragged import Ragged
 from neardup.ingest.before_lock import Prework
 from neardup.ingest.context import BatchContext
-from neardup.ingest.plan import BatchPlan
+from neardup.ingest.pairing import Chunk, Chunked
+from neardup.ingest.plan import BatchPlan, chunk_rows
 from neardup.ingest.store import insert_indexed
 from neardup.stages import stage, submit
 from neardup.storage import buckets, catalog
@@ -49,8 +53,9 @@ Rows = tuple[np.ndarray, ...]
 class Members(Protocol):
     """A way of finding the stored members of a batch's buckets."""
 
-    def groups(self, ctx: BatchContext, plan: BatchPlan, rows: Rows) -> Ragged:
-        """The bucket groups of the batch's new ``rows`` with the stored rows sharing a bucket."""
+    def groups(self, ctx: BatchContext, plan: BatchPlan, rows: Rows) -> Ragged | Chunked:
+        """The bucket groups of the batch's new ``rows`` with the stored rows sharing a bucket,
+        whole or in chunks of stored contents."""
         ...
 
     def written(self, ctx: BatchContext, rows: Rows) -> None:
@@ -132,15 +137,16 @@ def probe_early(
         return None
     # It sees what was committed before this batch, which is everything stored, since this
     # transaction holds the collection's lock, and nothing of this batch.
-    return submit(pool, _probe, ctx.second, plan.keys)
+    return submit(pool, _probe, ctx.second, plan.keys, chunk_rows(plan))
 
 
-def _probe(second: Callable[[], Scope], keys: npt.NDArray[np.int64]) -> Rows:
+def _probe(second: Callable[[], Scope], keys: npt.NDArray[np.int64], most: int) -> Rows:
     """Stored (band, bucket, content) rows sharing a bucket with ``keys``, read on the second
-    connection."""
+    connection: all of them, or the first ``most`` by content (then the batch reads on in
+    chunks)."""
     scope = second()
     with scope.conn.transaction():
-        return buckets.members_of(scope, *distinct_keys(keys))
+        return buckets.members_of(scope, *distinct_keys(keys), most=most)
 
 
 @dataclass(frozen=True)
@@ -153,28 +159,35 @@ class Probe:
     dropped: Sequence[int]
     rows_written: bool
 
-    def groups(self, ctx: BatchContext, plan: BatchPlan, rows: Rows) -> Ragged:
+    def groups(self, ctx: BatchContext, plan: BatchPlan, rows: Rows) -> Ragged | Chunked:
         # Stored members of the batch's buckets (few rows), then the batch's own rows, grouped in
-        # memory: nothing the batch wrote is read back.
+        # memory: nothing the batch wrote is read back. Where the stored rows fill a chunk, the
+        # rest are read in chunks on this connection, the batch's rows left out.
+        most = chunk_rows(plan)
         if self.probe is None:
-            stored = _probe_here(ctx.scope, plan)
+            stored = _probe_here(ctx.scope, plan, most)
             insert_indexed(ctx.scope, rows)
         else:
             if not self.rows_written:
                 insert_indexed(ctx.scope, rows)  # while the probe may still run
             stored = _wait(self.probe)
-            if len(self.dropped):
-                alive = ~np.isin(stored[2], np.asarray(self.dropped, dtype=np.int64))
-                stored = tuple(column[alive] for column in stored)
-        return _grouped_across(stored, rows, plan.first_new)
+        # Whether the probe stopped at ``most`` rows, judged before the contents this
+        # transaction dropped leave them: their rows counted there.
+        last = int(stored[2].max()) if stored[2].size >= most else None
+        if self.probe is not None and len(self.dropped):
+            alive = ~np.isin(stored[2], np.asarray(self.dropped, dtype=np.int64))
+            stored = tuple(column[alive] for column in stored)
+        if last is None:
+            return _grouped_across(stored, rows, plan.first_new)
+        return Chunked(_Chunks(ctx.scope, plan, rows, stored, most, last))
 
     def written(self, ctx: BatchContext, rows: Rows) -> None:
         """Nothing: the rows went in with the probe."""
 
 
 @stage("probe stored buckets")
-def _probe_here(scope: Scope, plan: BatchPlan) -> Rows:
-    return buckets.members_of(scope, *distinct_keys(plan.keys))
+def _probe_here(scope: Scope, plan: BatchPlan, most: int) -> Rows:
+    return buckets.members_of(scope, *distinct_keys(plan.keys), most=most)
 
 
 @stage("wait for the probe of stored buckets")
@@ -195,6 +208,103 @@ def _grouped_across(stored: Rows, rows: Rows, first_new: int) -> Ragged:
 
 def _grouped(stored: Rows, rows: Rows) -> Ragged:
     return bucket_groups(*(np.concatenate([s, n]) for s, n in zip(stored, rows, strict=True)))
+
+
+class _Chunks:
+    """The stored members of a batch's buckets in chunks of contents, read on the batch's own
+    connection (which sees what was committed before its turn and what it deleted since, as the
+    probe does, and the batch's own rows, left out): the first chunk the probe's rows of the
+    contents before the last of its first ``most`` rows, each next one up to ``most`` rows on from
+    there (at least one content's). The first reading finds where the chunks start; a second reads the
+    same ranges again. Each chunk comes grouped with the batch's rows, with each group's size as
+    the bucket index counts it (every stored member, and the batch's)."""
+
+    def __init__(self, scope: Scope, plan: BatchPlan, rows: Rows, probed: Rows, most: int, last: int) -> None:
+        self._scope, self._plan, self._rows = scope, plan, rows
+        self._keys = distinct_keys(plan.keys)
+        self._most = max(most, plan.keys.shape[1] + 1)  # a content's rows, and one more
+        # The probe's rows below the last content it read (``last``, whose rows it may have
+        # cut), and no more than a chunk's (a probe made before the batch's turn read every row).
+        contents = np.sort(probed[2])
+        cut = min(last, int(contents[min(self._most, contents.size) - 1])) if contents.size else last
+        del contents
+        below = probed[2] < cut
+        self._probed: Rows | None = tuple(column[below] for column in probed)
+        self._starts = [cut]
+        self._read_through = False
+        self._sizes: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
+
+    def __call__(self) -> Iterator[Chunk]:
+        if self._sizes is None:
+            band, bucket, count = _key_sizes(self._scope, *self._keys)
+            key = mixed_keys(band, bucket)
+            order = np.argsort(key)
+            self._sizes = key[order], np.asarray(count, np.int64)[order]
+        if not self._read_through:
+            yield from self._first_reading()
+            return
+        bounds: list[int | None] = [None, *self._starts, None]
+        for c in range(len(bounds) - 1):
+            _, stored = self._read(bounds[c], bounds[c + 1], None)
+            yield self._chunk(stored, later=c > 0)
+
+    def _first_reading(self) -> Iterator[Chunk]:
+        probed, self._probed = self._probed, None
+        if probed is None:
+            raise RuntimeError("the chunks' first reading ran twice")
+        yield self._chunk(probed, later=False)
+        del probed
+        while True:
+            last, stored = self._read(self._starts[-1], None, self._most)
+            if last is None:
+                yield self._chunk(stored, later=True)
+                break
+            below = stored[2] < last
+            cut = last
+            self._starts.append(cut)
+            yield self._chunk(tuple(column[below] for column in stored), later=True)
+        self._read_through = True
+
+    def _read(self, lo: int | None, hi: int | None, most: int | None) -> tuple[int | None, Rows]:
+        """The rows of stored contents from ``lo`` below ``hi``, at most ``most`` of every row's;
+        and, where that cut them, the last content read (whose rows may be cut; it starts the
+        next chunk), else None. The batch's own rows count, though left out."""
+        found = _read_chunk(self._scope, self._keys, lo, hi, most)
+        stored = ~self._plan.is_new(found[2])
+        last = int(found[2].max()) if most is not None and found[2].size >= most else None
+        return last, tuple(column[stored] for column in found)
+
+    def _chunk(self, stored: Rows, *, later: bool) -> Chunk:
+        groups, keys = _grouped_chunk(stored, self._rows, self._plan.first_new)
+        if later:
+            # Groups of new members alone were paired with the first chunk.
+            with_stored = np.asarray(groups.values)[groups.offsets[:-1]] < self._plan.first_new
+            groups = groups.take(np.flatnonzero(with_stored))
+            keys = keys[with_stored]
+        known, size = self._sizes if self._sizes is not None else (keys, groups.lengths())
+        return groups, size[np.minimum(np.searchsorted(known, keys), known.size - 1)]
+
+
+@stage("probe stored buckets: sizes")
+def _key_sizes(
+    scope: Scope, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return buckets.key_sizes(scope, band, bucket)
+
+
+@stage("probe stored buckets: a chunk")
+def _read_chunk(
+    scope: Scope, keys: tuple[np.ndarray, np.ndarray], lo: int | None, hi: int | None, most: int | None
+) -> Rows:
+    return buckets.members_of(scope, *keys, lo=lo, hi=hi, most=most)
+
+
+@stage("group buckets")
+def _grouped_chunk(stored: Rows, rows: Rows, first_new: int) -> tuple[Ragged, npt.NDArray[np.int64]]:
+    far = stored[2] >= first_new  # as in ``_grouped_across``
+    if far.any():
+        stored = (stored[0], stored[1], np.where(far, -stored[2], stored[2]))
+    return keyed_groups(*(np.concatenate([s, n]) for s, n in zip(stored, rows, strict=True)))
 
 
 class Bulk:

@@ -19,12 +19,17 @@ A pair is stored once: the first step's pairs are its own; the others leave the 
 small group, and the linked ones those sharing a group given up. What each step reads and how a
 pair is verified are the caller's (``Sources``): an ingest's batch, a rebuild's range of contents,
 the contents of clusters a removal broke.
+
+Where a batch's buckets hold far more stored members than the batch (short records of one
+template), the groups come in chunks of stored contents (``Chunked``): the first two steps run
+chunk by chunk, the third once they are all done, so that what pairing holds follows the batch
+and a chunk, not what is stored.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -83,21 +88,86 @@ class Paired:
     stored: int
 
 
-def pair(groups: Ragged, first_new: int, sources: Sources, forest: Forest | None = None) -> Paired:
+Chunk = tuple[Ragged, Ids]
+"""Groups of a batch's new members with one range of its stored members, and each group's size
+with all of its stored members counted (which decides how the group is paired)."""
+
+
+@dataclass(frozen=True)
+class Chunked:
+    """A batch's groups in chunks of its stored members, so that what pairing holds follows the
+    batch and a chunk, not what is stored: ``chunks()`` yields, each time it is called, the same
+    chunks in the same order; each holds every row of a range of stored contents (the ranges
+    disjoint), and every new member's, though a group without a stored member may come in the
+    first chunk only."""
+
+    chunks: Callable[[], Iterator[Chunk]]
+
+
+@dataclass(frozen=True)
+class _ChunkDone:
+    """What the first pass did with one chunk: pairs stored, linking's tests, and which of its hot
+    groups were given up (their pairs enumerated)."""
+
+    stored: int
+    tested: Pairs
+    given_up: npt.NDArray[np.bool_]
+
+
+def pair(groups: Ragged | Chunked, first_new: int, sources: Sources, forest: Forest | None = None) -> Paired:
     """Verify, link and store the candidates of ``groups`` (each sorted ascending; members at or
     above ``first_new`` new, those below stored or, negated, stored by later writers) as the
     module's docstring says; ``forest``: classes known already (a rebuild's earlier ranges),
-    labelled as ``sources.labels`` labels stored contents."""
+    labelled as ``sources.labels`` labels stored contents.
+
+    Chunked groups go through the first two steps chunk by chunk, one forest joining them, and
+    through the third once the last chunk is done, the chunks read again: a pair with a stored
+    member is met in that member's chunk only, and a pair of two new members is enumerated in the
+    first chunk only (linking in a later one may test it again, but stores a pair only where it
+    joins two classes, which a pair stored before never does)."""
     forest = Forest() if forest is None else forest
     labels = _Labels(sources)
-    lengths = groups.lengths()
-    small, hot = _subset(groups, lengths <= SMALL_GROUP), _subset(groups, lengths > SMALL_GROUP)
+    if isinstance(groups, Chunked):
+        chunks = groups.chunks
+    else:
+        whole = (groups, groups.lengths())
+        chunks = lambda: iter([whole])  # noqa: E731
+    stored, tested, given_up = 0, [], []
+    kept: Chunk | None = None
+    for c, chunk in enumerate(chunks()):
+        done = _first_pass(*chunk, c > 0, first_new, sources, forest, labels)
+        stored += done.stored
+        tested.append(done.tested)
+        given_up.append(done.given_up)
+        kept = chunk if c == 0 else None  # a single chunk is not read again
+    if not any((~up).any() for up in given_up):
+        return _done(forest, labels, stored)
+    verified = _pair_keys(np.abs(np.concatenate(tested)))
+    for c, chunk in enumerate([kept] if kept is not None else chunks()):
+        stored += _second_pass(*chunk, c > 0, given_up[c], verified, first_new, sources, forest, labels)
+    return _done(forest, labels, stored)
+
+
+def _first_pass(
+    groups: Ragged,
+    sizes: Ids,
+    later: bool,
+    first_new: int,
+    sources: Sources,
+    forest: Forest,
+    labels: _Labels,
+) -> _ChunkDone:
+    """The first two steps for one chunk's groups (``later``: not the first chunk)."""
+    small, hot = _subset(groups, sizes <= SMALL_GROUP), _subset(groups, sizes > SMALL_GROUP)
     stored = 0
     for cand in candidates.candidate_parts(small, first_new=first_new):
+        if later:
+            cand = cand[cand[:, 0] < first_new]  # both new: paired in the first chunk
         cand[:, 0] = np.abs(cand[:, 0])
-        stored += _store_and_join(sources, forest, labels, sources.verify(cand))
+        if cand.shape[0]:
+            stored += _store_and_join(sources, forest, labels, sources.verify(cand))
     if len(hot) == 0:
-        return _done(forest, labels, stored)
+        return _ChunkDone(stored, np.zeros((0, 2), dtype=np.int64), np.zeros(0, dtype=bool))
     in_small = candidates.Membership(small)
     linked = _link(hot, first_new, sources, forest, labels)
     given_up = _subset(hot, linked.given_up)
@@ -112,13 +182,44 @@ def pair(groups: Ragged, first_new: int, sources: Sources, forest: Forest | None
     for cand, verify in sources.exhaustive(given_up, first_new):
         cand = cand[_outside(cand, in_small, None)]
         cand[:, 0] = np.abs(cand[:, 0])
+        if later:
+            cand = cand[~_both_new(cand, sources.new_ids)]
         if tested.size:
             cand = cand[~np.isin(_pair_keys(cand), tested)]
         if cand.shape[0]:
             stored += _store_and_join(sources, forest, labels, verify(cand))
-    linking_groups = _subset(hot, ~linked.given_up)
-    stored += _complete(linking_groups, first_new, sources, forest, labels, in_small, given_up, linked)
-    return _done(forest, labels, stored)
+    return _ChunkDone(stored, linked.tested, linked.given_up)
+
+
+def _second_pass(
+    groups: Ragged,
+    sizes: Ids,
+    later: bool,
+    given_up: npt.NDArray[np.bool_],
+    tested: npt.NDArray[np.complex128],
+    first_new: int,
+    sources: Sources,
+    forest: Forest,
+    labels: _Labels,
+) -> int:
+    """The third step for one chunk's groups, its hot groups given up (``given_up``) as the
+    first pass gave them up, and every chunk's linking tests (``tested``) known."""
+    small, hot = _subset(groups, sizes <= SMALL_GROUP), _subset(groups, sizes > SMALL_GROUP)
+    if len(hot) == 0:
+        return 0
+    in_small = candidates.Membership(small)
+    linking_groups = _subset(hot, ~given_up)
+    return _complete(
+        linking_groups, first_new, sources, forest, labels, in_small, _subset(hot, given_up), tested, later
+    )
+
+
+def _both_new(cand: Pairs, new_ids: Ids) -> npt.NDArray[np.bool_]:
+    """Whether both ids of each pair are new contents (``new_ids`` sorted)."""
+    if new_ids.size == 0:
+        return np.zeros(cand.shape[0], dtype=bool)
+    at = np.minimum(np.searchsorted(new_ids, cand), new_ids.size - 1)
+    return (new_ids[at] == cand).all(axis=1)  # type: ignore[no-any-return]
 
 
 def small_groups(groups: Ragged) -> Ragged:
@@ -203,11 +304,13 @@ def _link(
     forest.add(member_labels)
     forest.flatten()
     node = forest.index(member_labels)
+    # Groups of too many classes to link are given up here, before linking holds their members.
+    crowded = linking.crowded(groups, first_new, forest.parent[node])
     parent = forest.parent.copy()
     linked = linking.link(
-        groups,
+        _subset(groups, ~crowded),
         first_new,
-        node,
+        node[np.repeat(~crowded, groups.lengths())],
         parent,
         sources.load,
         sources.threshold,
@@ -216,7 +319,9 @@ def _link(
     )
     forest.parent = parent
     forest.flatten()
-    return linked
+    given_up = crowded.copy()
+    given_up[~crowded] = linked.given_up
+    return replace(linked, given_up=given_up)
 
 
 def _done(forest: Forest, labels: _Labels, stored: int) -> Paired:
@@ -233,10 +338,12 @@ def _complete(
     labels: _Labels,
     small: candidates.Membership,
     given_up: Ragged,
-    linked: linking.Linked,
+    tested: npt.NDArray[np.complex128],
+    later: bool = False,
 ) -> int:
     """Verify and store the pairs sharing a linked group inside each component of fewer than
-    ``dense_cluster_size`` contents, less those verified already."""
+    ``dense_cluster_size`` contents, less those verified already (``tested`` by linking; those
+    of two new members where ``later``, a chunk after the first)."""
     if len(groups) == 0:
         return 0
     forest.flatten()
@@ -251,9 +358,10 @@ def _complete(
     g, r, m = group[order], root[order], members[order]
     starts = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (r[1:] != r[:-1])]) if m.size else m
     sub = Ragged(m, np.r_[starts, m.size].astype(np.int64))
-    tested = _pair_keys(np.abs(linked.tested))
     stored = 0
     for cand in candidates.candidate_parts(sub, first_new=first_new):
+        if later:
+            cand = cand[cand[:, 0] < first_new]
         cand = cand[_outside(cand, small, given_up)]
         cand = np.abs(cand)
         cand = cand[~np.isin(_pair_keys(cand), tested)]

@@ -18,6 +18,13 @@ import numpy.typing as npt
 from neardup.core.sketch import Sketch
 from neardup.records import Document
 
+# Stored bucket rows a batch groups at a time, at least; a batch of more rows of its own groups as
+# many stored rows as its own at a time (``ingest.bucket_members``). Short records of one
+# template fill the same buckets by the hundred thousand: a batch's buckets hold far more stored
+# rows than its own, and all of them read at once and grouped made its memory follow what is
+# stored.
+CHUNK_ROWS = 1 << 18
+
 
 @dataclass(frozen=True)
 class Batch:
@@ -213,3 +220,9 @@ def plan_batch(
         empty=int(np.count_nonzero(sketch.shingle_counts[doc_positions] == 0)),
         next_doc_id=next_doc_id,
     )
+
+
+def chunk_rows(plan: BatchPlan) -> int:
+    """The stored bucket rows the batch groups at a time (``CHUNK_ROWS``): a probe reads at most
+    this many, by content, and one that fills it leaves the rest to be read in chunks."""
+    return max(CHUNK_ROWS, int(plan.keys.size))

@@ -121,9 +121,22 @@ _UNNEST_KEYS = 5_000
 
 
 def members_of(
-    scope: Scope, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64]
+    scope: Scope,
+    band: npt.NDArray[np.int16],
+    bucket: npt.NDArray[np.int64],
+    *,
+    lo: int | None = None,
+    hi: int | None = None,
+    most: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(band, bucket, content) of every stored row in the given (band, bucket) pairs (distinct pairs)."""
+    """(band, bucket, content) of every stored row in the given (band, bucket) pairs (distinct
+    pairs), of contents from ``lo`` on and below ``hi`` where given; with ``most``, at most that
+    many rows, those of the smallest content ids (a content's rows may be cut at the last one)."""
+    where = (" AND b.content_id >= %(lo)s" if lo is not None else "") + (
+        " AND b.content_id < %(hi)s" if hi is not None else ""
+    )
+    tail = " ORDER BY b.content_id LIMIT %(most)s" if most is not None else ""
+    bounds = {"lo": lo, "hi": hi, "most": most}
     # Probed in key order, each index descent lands next to the one before (the same pages are read
     # again while they are cached), where band-by-band order jumps across the whole index.
     order = np.argsort(bucket, kind="stable")
@@ -134,24 +147,53 @@ def members_of(
                 scope,
                 "SELECT b.band, b.bucket, b.content_id "
                 "FROM unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket) JOIN {buckets_p} b "
-                "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket",
-                {"bands": Int2s(band), "keys": Int8s(bucket)},
+                "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket" + where + tail,
+                {"bands": Int2s(band), "keys": Int8s(bucket), **bounds},
             )
+    _fill_keys(scope, band, bucket)
+    with index_probes(scope.conn):
+        return _columns(
+            scope,
+            "SELECT b.band, b.bucket, b.content_id FROM neardup_keys k JOIN {buckets_p} b "
+            "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket" + where + tail,
+            bounds,
+        )
+
+
+def _fill_keys(scope: Scope, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64]) -> None:
+    """The keys in the transaction's temporary table, with statistics; emptied first (a batch
+    may probe its stored members in chunks, each a probe of the same keys) by a DELETE, which a
+    read-only transaction may run on a temporary table."""
     scope.conn.execute(
         "CREATE TEMP TABLE IF NOT EXISTS neardup_keys (band smallint, bucket bigint) ON COMMIT DELETE ROWS"
     )
+    scope.conn.execute("DELETE FROM neardup_keys")
     with (
         scope.conn.cursor() as cur,
         cur.copy("COPY neardup_keys (band, bucket) FROM STDIN (FORMAT BINARY)") as cp,
     ):
         cp.write(copy_stream([("int2", band), ("int8", bucket)]))
     scope.conn.execute("ANALYZE neardup_keys")
+
+
+def key_sizes(
+    scope: Scope, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(band, bucket, rows) of the given (band, bucket) pairs (distinct pairs) that hold rows: how
+    many each holds, as this transaction sees them, read without fetching one."""
+    query = (
+        "SELECT b.band, b.bucket, count(*)::int8 AS content_id FROM {keys} JOIN {buckets_p} b "
+        "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket GROUP BY b.band, b.bucket"
+    )
+    if band.size <= _UNNEST_KEYS:
+        keys = "unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket)"
+        with index_probes(scope.conn):
+            return _columns(
+                scope, query.replace("{keys}", keys), {"bands": Int2s(band), "keys": Int8s(bucket)}
+            )
+    _fill_keys(scope, band, bucket)
     with index_probes(scope.conn):
-        return _columns(
-            scope,
-            "SELECT b.band, b.bucket, b.content_id FROM neardup_keys k JOIN {buckets_p} b "
-            "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket",
-        )
+        return _columns(scope, query.replace("{keys}", "neardup_keys k"))
 
 
 def delete(
