@@ -147,6 +147,17 @@ class Cluster(list[str]):
         return f"Cluster(id={self.id}, representative={self.representative!r}{dense}, ids={list(self)!r})"
 
 
+def _shards(shards: int | None, distributed: bool | None) -> int | None:
+    """The shards asked for, checked: a count, and only for a distributed collection."""
+    if shards is None:
+        return None
+    if distributed is not True:
+        raise ParamsError(
+            f"shards = {shards!r} is for a distributed collection", hint=Hint("make one with", "distributed")
+        )
+    return validate.positive_int(shards, "shards")
+
+
 def _created(
     scope: Scope,
     url: str,
@@ -342,12 +353,7 @@ class Index:
         check_collection_name(name)
         hours = validate.retention_hours(changes_retention_hours, changes_feed)
         feed = bool(changes_feed), changes.retention(hours)
-        if shards is not None and distributed is not True:
-            raise ParamsError(
-                f"shards = {shards!r} is for a distributed collection",
-                hint=Hint("make one with", "distributed"),
-            )
-        shards = None if shards is None else validate.positive_int(shards, "shards")
+        shards = _shards(shards, distributed)
         config = IndexConfig.new(
             threshold,
             bands=bands,
