@@ -251,3 +251,24 @@ def test_a_worker_stopped_mid_ingest_is_one_clear_error_and_a_rerun_ends_as_one_
         collection_state(citus_url, citus_schema, "cut").comparable()
         == collection_state(citus_url, citus_schema, "whole").comparable()
     )
+
+
+def test_a_batch_matches_its_ids_and_texts_without_moving_the_stored_documents(
+    citus_url: str, citus_schema: str
+) -> None:
+    """A batch's lookup of its ids and content hashes runs on every shard with the batch as its
+    filter: what comes back to the coordinator follows the batch, not the stored documents (which
+    here hold many times Citus's bound on an intermediate result, set low for the test)."""
+    bounded = (
+        citus_url
+        + ("&" if "?" in citus_url else "?")
+        + "options=-ccitus.max_intermediate_result_size%3D64kB"
+    )
+    docs = [(f"d{i}", f"document {i} " + " ".join(f"w{i}x{j}" for j in range(120))) for i in range(400)]
+    with Index.create(bounded, "bounded", schema=citus_schema, distributed=True, shards=4) as index:
+        index.add(docs)
+        assert index.stats().documents == 400
+        # Replacements, unchanged records and copies of stored texts: every kind of match.
+        again = [docs[0], (docs[1][0], docs[2][1]), ("copy", docs[3][1]), ("new", "a new text " * 30)]
+        result = index.add(again)
+        assert (result.added, result.replaced, result.unchanged) == (2, 1, 1)

@@ -33,12 +33,7 @@ class Match:
     meta: Any
 
 
-def match(scope: Scope, external_ids: Sequence[str], content_hashes: Sequence[bytes]) -> list[Match]:
-    """Stored documents with the batch's ids and stored contents with its hashes, one statement."""
-    with index_probes(scope.conn):
-        rows = scope.conn.execute(
-            scope.sql(
-                """
+_MATCH = """
 SELECT m.ord - 1, d.doc_id, d.content_id, e.content_id,
        CASE WHEN e.content_id = d.content_id THEN d.text END,
        CASE WHEN e.content_id = d.content_id THEN d.meta END
@@ -46,7 +41,34 @@ FROM unnest(%(ids)s::text[], %(hashes)s::bytea[]) WITH ORDINALITY AS m(external_
 LEFT JOIN {documents_p} d ON d.collection_id = %(c)s AND d.external_id = m.external_id COLLATE "C"
 LEFT JOIN {contents_p} e ON e.collection_id = %(c)s AND e.content_hash = m.content_hash
 WHERE d.doc_id IS NOT NULL OR e.content_id IS NOT NULL"""
-            ),
+
+# On a distributed collection neither join is on the distribution column (content id): Citus would
+# move the tables to the coordinator to join them to the batch, a result that grows with the
+# collection (and is refused past citus.max_intermediate_result_size). Each lookup instead runs on
+# every shard with the batch's ids (or hashes) as a filter, its local index probed there, and only
+# the rows found come back to be joined to the batch.
+_MATCH_DISTRIBUTED = """
+WITH d AS MATERIALIZED (
+    SELECT doc_id, content_id, external_id, text, meta FROM {documents_p}
+    WHERE collection_id = %(c)s AND external_id = ANY(%(ids)s::text[])
+), e AS MATERIALIZED (
+    SELECT content_id, content_hash FROM {contents_p}
+    WHERE collection_id = %(c)s AND content_hash = ANY(%(hashes)s::bytea[])
+)
+SELECT m.ord - 1, d.doc_id, d.content_id, e.content_id,
+       CASE WHEN e.content_id = d.content_id THEN d.text END,
+       CASE WHEN e.content_id = d.content_id THEN d.meta END
+FROM unnest(%(ids)s::text[], %(hashes)s::bytea[]) WITH ORDINALITY AS m(external_id, content_hash, ord)
+LEFT JOIN d ON d.external_id = m.external_id COLLATE "C"
+LEFT JOIN e ON e.content_hash = m.content_hash
+WHERE d.doc_id IS NOT NULL OR e.content_id IS NOT NULL"""
+
+
+def match(scope: Scope, external_ids: Sequence[str], content_hashes: Sequence[bytes]) -> list[Match]:
+    """Stored documents with the batch's ids and stored contents with its hashes, one statement."""
+    with index_probes(scope.conn):
+        rows = scope.conn.execute(
+            scope.sql(_MATCH_DISTRIBUTED if scope.distributed else _MATCH),
             {"ids": list(external_ids), "hashes": list(content_hashes), "c": scope.collection_id},
             # Never a generic plan: the batch's size matters to the plan.
             prepare=False,
