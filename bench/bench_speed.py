@@ -507,6 +507,7 @@ def main() -> None:
                     f"{len(queries.timed)} query texts (sampled documents with ~3% of words replaced), "
                     f"each method timed on them after answering {len(queries.warm)} others",
                 ],
+                level=2,
             )
         )
 
@@ -610,7 +611,7 @@ def main() -> None:
         )
     report.say("![speed, log scale](speed.png)")
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    report.write(args.out_dir / "speed.md")
+    report.write(args.out_dir / "speed.md", section="against peers", title="Speed")
     plot(results, sub, args.out_dir / "speed.png")
     print(f"wrote {args.out_dir / 'speed.png'}", file=sys.stderr)
 
