@@ -143,9 +143,14 @@ class Run:
 
 
 def stored_keys(index: Index, position: dict[str, int]) -> np.ndarray:
-    """The stored pairs as sorted keys lo * n + hi over document positions."""
+    """The pairs a user can get, as sorted keys lo * n + hi over document positions: the stored
+    pairs, and each dense cluster's complete pairs (verified on demand: it stores only a subset
+    that connects it, so its stored pairs alone would count its other pairs as missed)."""
     n = len(position)
     listed = [(position[a], position[b]) for a, b, _ in index.pairs()]
+    for cluster in index.clusters():
+        if cluster.dense:
+            listed.extend((position[a], position[b]) for a, b, _ in index.cluster_pairs(cluster.id))
     keys = np.array([min(a, b) * n + max(a, b) for a, b in listed], dtype=np.int64)
     return np.unique(keys)
 
