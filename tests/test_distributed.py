@@ -260,9 +260,7 @@ def test_a_batch_matches_its_ids_and_texts_without_moving_the_stored_documents(
     filter: what comes back to the coordinator follows the batch, not the stored documents (which
     here hold many times Citus's bound on an intermediate result, set low for the test)."""
     bounded = (
-        citus_url
-        + ("&" if "?" in citus_url else "?")
-        + "options=-ccitus.max_intermediate_result_size%3D64kB"
+        citus_url + ("&" if "?" in citus_url else "?") + "options=-ccitus.max_intermediate_result_size%3D64kB"
     )
     docs = [(f"d{i}", f"document {i} " + " ".join(f"w{i}x{j}" for j in range(120))) for i in range(400)]
     with Index.create(bounded, "bounded", schema=citus_schema, distributed=True, shards=4) as index:
