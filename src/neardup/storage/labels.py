@@ -85,9 +85,18 @@ def get(scope: Scope, id_a: str, id_b: str) -> LabelRow | None:
     """The label of one pair of the scope's collection, or None."""
     low, high = sorted((id_a, id_b))
     with translated("reading a label"):
-        # The labels alone first (a table of the coordinator's): most pairs shown have none, and
-        # the view's joins to the documents and pairs are statements on every shard of a
-        # distributed collection, which the similarity of a labelled pair takes two lookups for.
+        if not scope.distributed:
+            row = scope.conn.execute(
+                scope.sql(
+                    f"SELECT {_VIEW_COLUMNS} FROM {{s}}.pair_labels "
+                    "WHERE collection_id = %s AND id_a = %s AND id_b = %s"
+                ),
+                (scope.collection_id, low, high),
+            ).fetchone()
+            return None if row is None else LabelRow(*row)
+        # On a distributed collection the labels alone first (a table of the coordinator's): most
+        # pairs shown have none, and the view's joins to the documents and pairs are statements on
+        # every shard, which the similarity of a labelled pair takes two lookups for instead.
         row = scope.conn.execute(
             scope.sql(
                 "SELECT c.name, l.id_a, l.id_b, l.label, l.note, l.labelled_by, l.labelled_at "
@@ -98,15 +107,6 @@ def get(scope: Scope, id_a: str, id_b: str) -> LabelRow | None:
         ).fetchone()
         if row is None:
             return None
-        if not scope.distributed:
-            row = scope.conn.execute(
-                scope.sql(
-                    f"SELECT {_VIEW_COLUMNS} FROM {{s}}.pair_labels "
-                    "WHERE collection_id = %s AND id_a = %s AND id_b = %s"
-                ),
-                (scope.collection_id, low, high),
-            ).fetchone()
-            return None if row is None else LabelRow(*row)
         stored = _similarity(scope, low, high)
     similarity, method = stored if stored is not None else (None, None)
     name, a, b, label, note, by, at = row
