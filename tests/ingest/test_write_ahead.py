@@ -147,3 +147,33 @@ def test_a_failed_batch_leaves_nothing_of_the_batch_written_ahead(
     truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.8)
     assert {(a, b) for a, b, *_ in index.pairs()} == set(truth)
     assert collection_state(database_url, schema, index.name).dangling == 0
+
+
+def test_an_index_built_mid_ingest_rolls_back_the_contents_written_ahead_first(
+    make_index: Callable[..., Any],
+    database_url: str,
+    schema: str,
+    deployment: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With neighbours, the contents written ahead include their fingerprints, which live in the
+    bucket partition: the index an ingest builds once its held rows pass the bound must not wait
+    for that open transaction (it did, for ever). A lock timeout makes a wait an error here."""
+    from neardup.ingest import bucket_members
+
+    monkeypatch.setattr(bucket_members, "DEFERRED_ROWS", 2_000)  # passed after the second batch
+    docs = _with_repeats(seed=23)
+    url = database_url + ("&" if "?" in database_url else "?") + "options=-clock_timeout%3D20s"
+    index = Index.create(url, "mid-ingest-index", schema=schema, neighbours=True, **PARAMS)
+    with index:
+        clock = StageClock()
+        index.add(docs, batch_size=20, clock=clock)
+        assert clock.entries["build the deferred bucket index"] == 1
+        # The batch after the build wrote its own contents; the others were written ahead.
+        ahead = clock.entries.get(AHEAD, 0)
+        assert ahead == 0 if deployment == "citus" else 0 < ahead < -(-len(docs) // 20) - 1
+        truth = brute_force_pairs(docs, Params(bands=64, rows=2), 0.8)
+        assert {(a, b) for a, b, *_ in index.pairs()} == set(truth)
+        assert collection_state(database_url, schema, index.name).dangling == 0
+        text = docs[0][1]
+        assert docs[0][0] in {c.id for c in index.query(text, min_containment=0.9)}

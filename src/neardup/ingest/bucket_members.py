@@ -109,10 +109,11 @@ def choose(
     *,
     rows_written: bool,
     documents_written: Future[None] | None,
+    before_index: Callable[[], None] | None = None,
 ) -> Members:
-    """The way this batch finds its stored members."""
+    """The way this batch finds its stored members (``before_index``: see ``Deferred``)."""
     if deferral.memory is not None:
-        return Deferred(deferral, deferral.memory, documents_written)
+        return Deferred(deferral, deferral.memory, documents_written, before_index)
     if plan.bulk:
         return Bulk()
     return Probe(probe, dropped, rows_written)
@@ -351,6 +352,9 @@ class Deferred:
     deferral: Deferral
     memory: IngestMemory
     documents_written: Future[None] | None
+    # Called before the index is built: it rolls back the next batch's contents written ahead,
+    # whose open transaction holds the partition the index build must lock (its fingerprints).
+    before_index: Callable[[], None] | None = None
 
     def groups(self, ctx: BatchContext, plan: BatchPlan, rows: Rows) -> Ragged:
         return _grouped_held(_hold(self.memory, rows), rows)
@@ -360,6 +364,8 @@ class Deferred:
             _wait_documents(self.documents_written)
         _insert_unindexed(ctx.scope, rows)
         if self.memory.rows >= DEFERRED_ROWS:
+            if self.before_index is not None:
+                self.before_index()
             _build_deferred_index(ctx.scope, ctx.config.params.neighbours)
             self.deferral.memory = None
 

@@ -326,8 +326,10 @@ class Writer:
         else:
             _documents(ctx, batch, plan, "documents: binary COPY")
         try:
+            writing_ahead = None
             if documents_written is not None and ahead is not None and memory is not None:
                 ahead.start(memory, ctx.scope.conn)
+                writing_ahead = ahead
             dropped = relink.drop_orphans(ctx, old_contents)
             members = choose(
                 self._deferral,
@@ -336,6 +338,7 @@ class Writer:
                 dropped,
                 rows_written=rows_written,
                 documents_written=documents_written,
+                before_index=None if writing_ahead is None else writing_ahead.drop,
             )
             reading = ctx.second() if documents_written is not None else ctx.scope
             new_pairs = _pair(ctx, plan, sketch, members, pre.verdicts if pre else None, reading)
