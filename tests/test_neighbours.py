@@ -271,6 +271,54 @@ def test_top_k_ranks_long_containing_texts_below_closer_short_ones(make_index: A
     assert {f"long{n}" for n in range(150)} <= contained
 
 
+@pytest.mark.parametrize("short_most", [nb.SHORT_MOST, 0])
+def test_within_finds_short_boilerplate_through_common_fingerprints_without_their_holders(
+    make_index: Any, monkeypatch: pytest.MonkeyPatch, short_most: int
+) -> None:
+    """A short stored text that is all boilerplate lies within a source that quotes it, though its
+    every fingerprint is too common to read by its holders: it is found among the short stored
+    texts (or, where too many are short, by the last tier), as brute force finds it."""
+    rng = random.Random(5)
+    boilerplate = " ".join(_words(rng, 18))
+    docs = [(f"short{n}", boilerplate + (" " + _words(rng, 1)[0]) * n) for n in range(3)]
+    docs += [(f"long{n}", " ".join([*_words(rng, 90), boilerplate, *_words(rng, 90)])) for n in range(30)]
+    docs += [(f"other{n}", " ".join(_words(rng, 60))) for n in range(10)]
+    index = make_index(neighbours=True)
+    index.add(docs)
+    source = " ".join([*_words(rng, 40), boilerplate, *_words(rng, 40)])
+    truth = _truth(index, docs, source)
+    expected = {d for d, (shared, _, size) in truth.items() if shared >= 0.5 * size}
+    assert {"short0", "short1", "short2"} <= expected
+    # The boilerplate's fingerprints, held by 33 stored texts, are common past a cap of 4.
+    monkeypatch.setattr(nb, "TIERS", (2, 4, 1_000))
+    monkeypatch.setattr(nb, "SHORT_MOST", short_most)
+    caps: list[int] = []
+    shorts: list[object] = []
+    sharing, short_holders = nb.stored_fingerprints.sharing, nb.stored_fingerprints.short_holders
+
+    def counted(scope: Any, keys: Any, cap: int, *rest: Any) -> Any:
+        caps.append(cap)
+        return sharing(scope, keys, cap, *rest)
+
+    def short(*args: Any) -> Any:
+        shorts.append(found := short_holders(*args))
+        return found
+
+    monkeypatch.setattr(nb.stored_fingerprints, "sharing", counted)
+    monkeypatch.setattr(nb.stored_fingerprints, "short_holders", short)
+    found = index.query(source, min_containment=0.5, direction="within")
+    assert {c.id for c in found} == expected & _sharing(index, docs, source)
+    for c in found:
+        shared, _, size = truth[c.id]
+        assert c.containment == pytest.approx(shared / size, abs=1e-12)
+    if short_most:
+        assert caps == [4]  # the common fingerprints' holders were never read
+        assert shorts[-1] is not None
+    else:
+        assert shorts == [None, None]  # too many short texts by either bound
+        assert caps == [4, 1_000]  # so the last tier, whole
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.floats(0.0, 1.0), min_size=0, max_size=40),

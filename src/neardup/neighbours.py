@@ -46,6 +46,10 @@ VERIFY_MAX = 1_000
 # while those past it are enough of the text's own for a family's shared boilerplate to make an
 # answer (see _sharing): holders are read a row each, so common ones cost the most.
 TIERS = (100, 1_000, 20_000)
+# A within query reads the stored texts short enough to lie within through common fingerprints
+# alone, with their fingerprints, while there are at most this many; past it, reading the last tier
+# whole costs less.
+SHORT_MOST = 500
 # A top-k query reads the signatures of the SIGNED_MAX candidates whose shared fingerprints
 # promise the most.
 SIGNED_MAX = 2_000
@@ -164,25 +168,18 @@ def containing(
     shingles = sketcher.shingles([validate.text(text)], unique=False)
     with transaction(scope.conn):
         read_snapshot(scope.conn)
-        # Within: a short stored text can be all boilerplate, so every tier of commonness is read
-        # (a bound of 0). Contains: the common share of a short text's few fingerprints is a rough
-        # measure of its containment, hence the slack.
-        contains = way == "contains"
-        # A stored text many times longer can hold most of the text's shingles scattered, with no
-        # shared run for fingerprints to show: each such candidate is kept whatever it shares.
-        large = LARGE * int(shingles.values.size)
-        # The statement keeps only the candidates whose shared fingerprints could make the share
-        # asked (of the text's own, or of a stored text's expected ones within), and the long ones.
-        ids, _, _ = _sharing(
-            scope,
-            shingles,
-            config.params.k,
-            threshold if contains else 0.0,
-            Z_BOUND,
-            least=threshold,
-            large=large if contains else None,
-            density=None if contains else 2.0 / (WINDOW + 1),
-        )
+        if way == "contains":
+            # A stored text many times longer can hold most of the text's shingles scattered, with
+            # no shared run for fingerprints to show: each such candidate is kept whatever it
+            # shares. The statement keeps only the candidates whose shared fingerprints could make
+            # the share asked, and the long ones; the common share of a short text's few
+            # fingerprints is a rough measure of its containment, hence the slack.
+            large = LARGE * int(shingles.values.size)
+            ids, _, _ = _sharing(
+                scope, shingles, config.params.k, threshold, Z_BOUND, least=threshold, large=large
+            )
+        else:
+            ids = _within(scope, shingles, config.params.k, threshold)
         overlaps, names = _verified(scope, sketcher, text, ids)
     share = (overlaps.contained() if way == "contains" else overlaps.within()).tolist()
     jaccard = overlaps.jaccard().tolist()
@@ -204,7 +201,6 @@ def _sharing(
     slack: float = 0.0,
     least: float = 0.0,
     large: int | None = None,
-    density: float | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """(content, fingerprints shared, shingle count) of the stored contents sharing a fingerprint with
     the probes of a text (``shingles``, one row). It counts the fingerprints held by at most each of
@@ -214,9 +210,7 @@ def _sharing(
     shares only those (a family's boilerplate) shares at most that share of them, about its containment
     of the text, which bounds its Jaccard too (approximate). With ``least``, only the contents whose
     count could reach that share of the text's own fingerprints that are counted (``Z_BOUND`` Poisson
-    deviations up), and those of at least ``large`` shingles, come back; with ``density`` as well
-    (fingerprints a shingle), those whose count could reach that share of their own expected
-    fingerprints (a stored text within) (approximate)."""
+    deviations up), and those of at least ``large`` shingles, come back (approximate)."""
     _, own = fingerprints(shingles, step)
     keys = probes(shingles, step)
     if keys.size == 0:
@@ -224,17 +218,51 @@ def _sharing(
         return empty, empty, empty
 
     def counted(cap: int, first: tuple[int, float, float] | None = None) -> stored_fingerprints.Sharing:
-        return stored_fingerprints.sharing(scope, keys, cap, own, least, Z_BOUND, large, density, first)
+        return stored_fingerprints.sharing(scope, keys, cap, own, least, Z_BOUND, large, None, first)
 
-    # With no bound every tier is read: only the last one's answer is kept, so it alone is asked.
-    # Else the first two tiers are one statement, which counts under the first where it may.
-    found = counted(TIERS[-1]) if bound <= 0 else counted(TIERS[1], (TIERS[0], bound, slack))
+    # The first two tiers are one statement, which counts under the first where it may.
+    found = counted(TIERS[1], (TIERS[0], bound, slack))
     # Past the second tier only while the text's fingerprints too common to count there could
     # still make the share asked.
     held = int(np.count_nonzero(np.isin(own, found.common)))
     if found.cap == TIERS[1] and held + slack * np.sqrt(held) + 1.0 >= bound * own.size:
         found = counted(TIERS[2])
     return found.ids, found.shared, found.sizes
+
+
+def _within(scope: Scope, shingles: Ragged, step: int, share: float) -> npt.NDArray[np.int64]:
+    """The stored contents that could hold ``share`` of their own shingles inside a text
+    (``shingles``, one row): those whose fingerprints shared with its probes could make that share
+    of their expected ones (approximate as the Poisson model of ``_sharing``). Every tier counts: a
+    short stored text can be all boilerplate. The fingerprints held by more than the second tier's
+    cap are not read by their holders: a stored text that shares only those shares at most the
+    text's own ones among them, so it is short, and the short stored texts are read instead, with
+    their fingerprints; only where too many are that short is the last tier read whole."""
+    _, own = fingerprints(shingles, step)
+    keys = probes(shingles, step)
+    if keys.size == 0:
+        return np.empty(0, np.int64)
+    density = 2.0 / (WINDOW + 1)
+
+    def counted(cap: int) -> stored_fingerprints.Sharing:
+        return stored_fingerprints.sharing(scope, keys, cap, own, share, Z_BOUND, None, density)
+
+    found = counted(TIERS[1])
+    if found.common.size == 0:
+        return found.ids
+    # A stored text that shares none of the counted fingerprints shares at most the text's own
+    # common ones inside the runs they have in common (``held``), so it is short: by the filter's
+    # model, ``Z_BOUND`` deviations and one up; where too many stored texts are that short, by
+    # the statement's own filter for a count of 0 (held and one up), which misses a few more.
+    held = int(np.count_nonzero(np.isin(own, found.common)))
+    for slack in (Z_BOUND, 0.0):
+        longest = (held + slack * np.sqrt(held) + 1.0) / (share * density)
+        short = stored_fingerprints.short_holders(scope, found.common, longest, SHORT_MOST)
+        if short is not None:
+            ids, shared, sizes = short
+            fits = shared + Z_BOUND * np.sqrt(shared) + 1.0 >= share * density * sizes
+            return np.union1d(found.ids, ids[fits])
+    return counted(TIERS[-1]).ids
 
 
 def _verified(

@@ -112,10 +112,12 @@ _CONTAINED = (
 # (count + slack) / (share * density) shingles. Those sharing fewer than _MANY come from the sizes
 # index up to the bound at _MANY - 1, a short range; the rest, few, by a lookup each.
 _FITS = "n + %(slack)s * sqrt(n) + 1 + (SELECT n FROM held) >= %(share)s * %(density)s * shingle_count"
+# The bound is cast to the column's type: compared as a float, the column would be read whole
+# instead of by the sizes index.
 _WITHIN = (
     "small AS MATERIALIZED (SELECT content_id, shingle_count FROM {contents_p} WHERE shingle_count <= "
-    "(SELECT (%(many)s - 1 + %(slack)s * sqrt(%(many)s - 1) + 1 + n) "
-    "/ nullif(%(share)s * %(density)s, 0) FROM held) OR %(share)s * %(density)s = 0), "
+    "(SELECT least(floor((%(many)s - 1 + %(slack)s * sqrt(%(many)s - 1) + 1 + n) "
+    "/ nullif(%(share)s * %(density)s, 0)), 2147483647)::int FROM held) OR %(share)s * %(density)s = 0), "
     f"found AS (SELECT * FROM (SELECT g.content_id, g.n, {_SIZE} AS shingle_count FROM g "
     f"WHERE g.n >= %(many)s) m WHERE {_FITS} "
     "UNION ALL SELECT * FROM (SELECT g.content_id, g.n, t.shingle_count FROM g "
@@ -126,8 +128,9 @@ _RESULT = (
     "(SELECT array_agg(f) FROM common), (SELECT cap FROM tier) FROM found"
 )
 # A within query reads the sizes of the candidates sharing at least this many fingerprints by a
-# lookup each; those sharing fewer can only be short, and come from the sizes index.
-_MANY = 8
+# lookup each; those sharing fewer can only be short, and come from the sizes index. Most share
+# one or two: the short ones' bound rises with this, and with it how many the index gives.
+_MANY = 3
 
 
 def sharing(
@@ -195,6 +198,41 @@ def sharing(
         return Sharing(empty, empty, empty, common, used)
     ids, shared, sizes = (np.asarray(v, dtype=np.int64) for v in row[:3])
     return Sharing(ids, shared, sizes, common, used)
+
+
+def short_holders(
+    scope: Scope, common: npt.NDArray[np.int64], longest: float, most: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """(content, fingerprints of ``common`` held, shingle count) of the stored contents of at most
+    ``longest`` shingles that hold one of ``common``; None when more than ``most`` contents are that
+    short. The short ones come from the sizes index, their fingerprints by their content ids (the
+    deletion index): a common fingerprint's holders, many, are never read."""
+    empty = np.empty(0, np.int64)
+    rows = scope.conn.execute(
+        scope.sql("SELECT content_id, shingle_count FROM {contents_p} WHERE shingle_count <= %s LIMIT %s"),
+        (int(longest), most + 1),
+    ).fetchall()
+    if len(rows) > most:
+        return None
+    if not rows or common.size == 0:
+        return empty, empty, empty
+    size_of = {int(r[0]): int(r[1]) for r in rows}
+    with scope.conn.cursor(binary=True) as cur:
+        row = cur.execute(
+            scope.sql(
+                # The band written out, so that the planner, generic plan or not, can use the
+                # partial index of the fingerprints' contents.
+                f"SELECT array_agg(content_id), array_agg(n) FROM (SELECT content_id, count(*) AS n "
+                f"FROM {{buckets_p}} WHERE band = {FINGERPRINT_BAND} AND content_id = ANY(%s::int8[]) "
+                "AND bucket = ANY(%s::int8[]) GROUP BY content_id) g"
+            ),
+            (Int8s(np.fromiter(size_of, np.int64, len(size_of))), Int8s(common)),
+        ).fetchone()
+    if row is None or row[0] is None:
+        return empty, empty, empty
+    ids = np.asarray(row[0], dtype=np.int64)
+    sizes = np.asarray([size_of[i] for i in ids.tolist()], dtype=np.int64)
+    return ids, np.asarray(row[1], dtype=np.int64), sizes
 
 
 def _sharing_in_steps(
@@ -336,4 +374,14 @@ def size(scope: Scope) -> tuple[int, int]:
 _CARRIED_SHARE = 8 / 28
 
 
-__all__ = ["FINGERPRINT_BAND", "Sharing", "delete", "insert", "prepare", "sharing", "signatures", "size"]
+__all__ = [
+    "FINGERPRINT_BAND",
+    "Sharing",
+    "delete",
+    "insert",
+    "prepare",
+    "sharing",
+    "short_holders",
+    "signatures",
+    "size",
+]
