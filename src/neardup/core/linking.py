@@ -72,11 +72,7 @@ def link(
     ``floor`` and, with ``exact``, the exact Jaccard reaches ``threshold`` (without ``exact``, the
     agreement itself). ``load(ids)`` gives the signatures and sets of contents (their ids, made
     positive); ``loaded``: those of some contents given at once (ids sorted)."""
-    members = np.asarray(groups.values, dtype=np.int64)
-    offsets = np.asarray(groups.offsets, dtype=np.int64)
-    size = members.size
-    lengths = np.diff(offsets)
-    group_of = np.repeat(np.arange(lengths.size, dtype=np.int64), lengths)
+    members, offsets, lengths, group_of = _laid_out(groups)
     is_new = members >= first_new
     positions = np.flatnonzero(is_new)
     steps = positions[np.lexsort((group_of[positions], members[positions]))]
@@ -85,19 +81,7 @@ def link(
     # new member is tested against first), before the first step.
     rows.load(load, np.abs(members[is_new]))
     rows.load(load, np.abs(members[_stored_hubs(group_of, node, is_new, parent)]))
-    head = np.zeros(size, dtype=np.int64)
-    tail = np.zeros(size, dtype=np.int64)
-    next_pos = np.full(size, -1, dtype=np.int64)
-    count = np.zeros(lengths.size, dtype=np.int64)
-    state = np.zeros(lengths.size, dtype=np.int64)
-    work = np.zeros(lengths.size, dtype=np.int64)
-    cap_work = TESTS_PER_MEMBER * lengths
-    capacity = max(16, 2 * steps.size)
-    found = np.zeros((capacity, 2), dtype=np.int64)
-    found_sim = np.zeros(capacity, dtype=np.float64)
-    tested = np.zeros((capacity, 2), dtype=np.int64)
-    counters = np.zeros(3, dtype=np.int64)
-    need = np.zeros(max(size, 1), dtype=np.int64)
+    scratch = _Scratch.sized(members.size, lengths, steps.size)
     cursor = 0
     node = np.ascontiguousarray(node, dtype=np.int64)
     while True:
@@ -116,19 +100,19 @@ def link(
             float(floor),
             bool(exact),
             parent,
-            head,
-            tail,
-            next_pos,
-            count,
-            state,
-            work,
+            scratch.head,
+            scratch.tail,
+            scratch.next_pos,
+            scratch.count,
+            scratch.state,
+            scratch.work,
             MAX_CLASSES,
-            cap_work,
-            found,
-            found_sim,
-            tested,
-            counters,
-            need,
+            scratch.cap_work,
+            scratch.found,
+            scratch.found_sim,
+            scratch.tested,
+            scratch.counters,
+            scratch.need,
             int(cursor),
         )
         if status == _kernels.LINK_DONE:
@@ -136,22 +120,74 @@ def link(
         if status == _kernels.LINK_NEED:
             # Every stored member of the groups that wait not loaded yet, at once: a hub that
             # failed there is likely to fail again, and a round trip a member would cost more.
-            waiting = distinct(group_of[need[: counters[2]]])
-            stored = np.flatnonzero(np.isin(group_of, waiting) & ~is_new & (rows.row < 0))
-            rows.load(load, np.abs(members[stored]))
-        else:  # full: room for twice as many
-            found = np.concatenate([found, np.zeros_like(found)])
-            found_sim = np.concatenate([found_sim, np.zeros_like(found_sim)])
-            tested = np.concatenate([tested, np.zeros_like(tested)])
-    n_found, n_tested = int(counters[0]), int(counters[1])
-    pairs = members[found[:n_found]]
+            waiting = np.isin(group_of, distinct(group_of[scratch.need[: scratch.counters[2]]]))
+            rows.load(load, np.abs(members[waiting & ~is_new & (rows.row < 0)]))
+        else:
+            scratch.grow()
+    n_found, n_tested = int(scratch.counters[0]), int(scratch.counters[1])
+    pairs = members[scratch.found[:n_found]]
     return Linked(
         pairs[:, 0],
         pairs[:, 1],
-        found_sim[:n_found].copy(),
-        members[tested[:n_tested]],
-        state == 2,
+        scratch.found_sim[:n_found].copy(),
+        members[scratch.tested[:n_tested]],
+        scratch.state == 2,
     )
+
+
+def _laid_out(groups: Ragged) -> tuple[Ids, Ids, Ids, Ids]:
+    """(members, offsets, lengths, group of each member position) of ``groups`` as the kernel
+    takes them."""
+    members = np.asarray(groups.values, dtype=np.int64)
+    offsets = np.asarray(groups.offsets, dtype=np.int64)
+    lengths = np.diff(offsets)
+    return members, offsets, lengths, np.repeat(np.arange(lengths.size, dtype=np.int64), lengths)
+
+
+@dataclass
+class _Scratch:
+    """The linking kernel's working arrays: per member position (class lists and what a waiting
+    group needs), per group (its classes, state and work against its cap), and the pairs found
+    and tested, grown when full; ``counters``: pairs found, pairs tested, members needed."""
+
+    head: Ids
+    tail: Ids
+    next_pos: Ids
+    count: Ids
+    state: Ids
+    work: Ids
+    cap_work: Ids
+    found: Ids
+    found_sim: npt.NDArray[np.float64]
+    tested: Ids
+    counters: Ids
+    need: Ids
+
+    @classmethod
+    def sized(cls, size: int, lengths: Ids, steps: int) -> _Scratch:
+        """Arrays for ``size`` member positions in groups of ``lengths``, with room for twice as
+        many pairs as the ``steps`` (new members) to start with."""
+        capacity = max(16, 2 * steps)
+        return cls(
+            head=np.zeros(size, dtype=np.int64),
+            tail=np.zeros(size, dtype=np.int64),
+            next_pos=np.full(size, -1, dtype=np.int64),
+            count=np.zeros(lengths.size, dtype=np.int64),
+            state=np.zeros(lengths.size, dtype=np.int64),
+            work=np.zeros(lengths.size, dtype=np.int64),
+            cap_work=TESTS_PER_MEMBER * lengths,
+            found=np.zeros((capacity, 2), dtype=np.int64),
+            found_sim=np.zeros(capacity, dtype=np.float64),
+            tested=np.zeros((capacity, 2), dtype=np.int64),
+            counters=np.zeros(3, dtype=np.int64),
+            need=np.zeros(max(size, 1), dtype=np.int64),
+        )
+
+    def grow(self) -> None:
+        """Room for twice as many pairs found and tested (the kernel stopped, full)."""
+        self.found = np.concatenate([self.found, np.zeros_like(self.found)])
+        self.found_sim = np.concatenate([self.found_sim, np.zeros_like(self.found_sim)])
+        self.tested = np.concatenate([self.tested, np.zeros_like(self.tested)])
 
 
 def crowded(groups: Ragged, first_new: int, roots: Ids) -> npt.NDArray[np.bool_]:

@@ -234,6 +234,24 @@ def lookup(
     On one server, one join of the candidates with their signatures (a prepared statement). On a
     distributed collection the candidates are found on the buckets' shards first (a CTE Citus runs
     on its own), then their signatures, texts and ids are read where they live, by content id."""
+    params: dict[str, Any] = {
+        "c": scope.collection_id,
+        "bands": Int2s(np.arange(keys.shape[0], dtype=np.int16)),
+        "keys": Int8s(keys),
+        "most": most,
+        "dense": dense,
+    }
+    limited = most is not None and dense is not None
+    columns = _lookup_columns(scope, with_text)
+    query = (_lookup_distributed if scope.distributed else _lookup_here)(columns, most is not None, limited)
+    cursor = scope.binary_cursor()
+    rows = cursor.execute(scope.sql_bytes(query), params, prepare=not scope.distributed).fetchall()
+    return [(r[0], r[2], r[3]) for r in rows], signature_matrix([r[1] for r in rows], num_perm)
+
+
+def _lookup_columns(scope: Scope, with_text: bool) -> str:
+    """What ``lookup`` reads of a candidate ``s`` (its signature row): content, signature, any one
+    document's text (or NULL) and its documents' ids."""
     # Any one document's text will do: a content's documents share their normalised text, so each
     # gives the same shingles, and the caller orders its answers. On one server neither subquery
     # sorts (each sort is set up anew for each candidate). A distributed collection keeps the
@@ -245,69 +263,65 @@ def lookup(
         if with_text
         else "NULL::text"
     )
-    columns = (
+    return (
         f"SELECT s.content_id, s.signature, {text}, "
         "ARRAY(SELECT d.external_id FROM {documents_p} d "
         f"WHERE d.collection_id = %(c)s AND d.content_id = s.content_id{by_id}) "
     )
-    params: dict[str, Any] = {
-        "c": scope.collection_id,
-        "bands": Int2s(np.arange(keys.shape[0], dtype=np.int16)),
-        "keys": Int8s(keys),
-        "most": most,
-    }
-    cap = " LIMIT %(most)s" if most is not None else ""
-    if scope.distributed:
-        found = (
-            "SELECT DISTINCT b.content_id "
-            "FROM unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket) JOIN {buckets_p} b "
-            "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket"
-        )
-        if most is not None and dense is not None:
-            # As on one server, every candidate outside dense clusters; each step a CTE Citus
-            # materialises, so the window runs on the coordinator over the few candidates.
-            params["dense"] = dense
-            kept = (
-                f"WITH f AS MATERIALIZED ({found}), "
-                "t AS MATERIALIZED (SELECT f.content_id, x.cluster_id FROM f JOIN {contents_p} x "
-                "ON x.collection_id = %(c)s AND x.content_id = f.content_id), "
-                "c AS MATERIALIZED (SELECT z.content_id FROM (SELECT content_id, count(*) OVER w AS n, "
-                "row_number() OVER w AS r FROM t WINDOW w AS (PARTITION BY cluster_id)) z "
-                "WHERE z.n < %(dense)s OR z.r <= %(most)s) "
-            )
-        else:
-            kept = f"WITH c AS MATERIALIZED ({found}{cap}) "
-        query = (
-            f"{kept}{columns}FROM {{signatures_p}} s "
-            "WHERE s.collection_id = %(c)s AND s.content_id IN (SELECT content_id FROM c)"
+
+
+def _lookup_distributed(columns: str, capped: bool, limited: bool) -> str:
+    """``lookup``'s statement on a distributed collection: the candidates in CTEs Citus runs on
+    their own, then the rest by content id."""
+    cap = " LIMIT %(most)s" if capped else ""
+    found = (
+        "SELECT DISTINCT b.content_id "
+        "FROM unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket) JOIN {buckets_p} b "
+        "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket"
+    )
+    if limited:
+        # As on one server, every candidate outside dense clusters; each step a CTE Citus
+        # materialises, so the window runs on the coordinator over the few candidates.
+        kept = (
+            f"WITH f AS MATERIALIZED ({found}), "
+            "t AS MATERIALIZED (SELECT f.content_id, x.cluster_id FROM f JOIN {contents_p} x "
+            "ON x.collection_id = %(c)s AND x.content_id = f.content_id), "
+            "c AS MATERIALIZED (SELECT z.content_id FROM (SELECT content_id, count(*) OVER w AS n, "
+            "row_number() OVER w AS r FROM t WINDOW w AS (PARTITION BY cluster_id)) z "
+            "WHERE z.n < %(dense)s OR z.r <= %(most)s) "
         )
     else:
-        # One index scan for all the keys (band i's key at position i + 1), not a join with a
-        # function scan that rescans the index once per key. The bands' condition lets a
-        # partition's older (band, bucket, content_id) index serve too.
+        kept = f"WITH c AS MATERIALIZED ({found}{cap}) "
+    return (
+        f"{kept}{columns}FROM {{signatures_p}} s "
+        "WHERE s.collection_id = %(c)s AND s.content_id IN (SELECT content_id FROM c)"
+    )
+
+
+def _lookup_here(columns: str, capped: bool, limited: bool) -> str:
+    """``lookup``'s statement on one server: one join of the candidates with their signatures."""
+    # One index scan for all the keys (band i's key at position i + 1), not a join with a
+    # function scan that rescans the index once per key. The bands' condition lets a partition's
+    # older (band, bucket, content_id) index serve too.
+    candidates = (
+        "SELECT DISTINCT b.content_id FROM {buckets_p} b "
+        "WHERE b.collection_id = %(c)s AND b.band = ANY(%(bands)s::int2[]) "
+        "AND b.bucket = ANY(%(keys)s::int8[]) "
+        "AND b.band + 1 = ANY(array_positions(%(keys)s::int8[], b.bucket))"
+    )
+    if limited:
+        # Each candidate's cluster, and how many candidates it has: a cluster under the dense
+        # size has fewer than that, so every candidate outside dense clusters is read.
         candidates = (
-            "SELECT DISTINCT b.content_id FROM {buckets_p} b "
-            "WHERE b.collection_id = %(c)s AND b.band = ANY(%(bands)s::int2[]) "
-            "AND b.bucket = ANY(%(keys)s::int8[]) "
-            "AND b.band + 1 = ANY(array_positions(%(keys)s::int8[], b.bucket))"
+            "SELECT k.content_id FROM (SELECT c.content_id, count(*) OVER w AS n, "
+            f"row_number() OVER w AS r FROM ({candidates}) c JOIN {{contents_p}} t "
+            "ON t.collection_id = %(c)s AND t.content_id = c.content_id "
+            "WINDOW w AS (PARTITION BY t.cluster_id)) k "
+            "WHERE k.n < %(dense)s OR k.r <= %(most)s"
         )
-        if most is not None and dense is not None:
-            # Each candidate's cluster, and how many candidates it has: a cluster under the dense
-            # size has fewer than that, so every candidate outside dense clusters is read.
-            params["dense"] = dense
-            candidates = (
-                "SELECT k.content_id FROM (SELECT c.content_id, count(*) OVER w AS n, "
-                f"row_number() OVER w AS r FROM ({candidates}) c JOIN {{contents_p}} t "
-                "ON t.collection_id = %(c)s AND t.content_id = c.content_id "
-                "WINDOW w AS (PARTITION BY t.cluster_id)) k "
-                "WHERE k.n < %(dense)s OR k.r <= %(most)s"
-            )
-        else:
-            candidates += cap
-        query = (
-            f"{columns}FROM ({candidates}) c "
-            "JOIN {signatures_p} s ON s.collection_id = %(c)s AND s.content_id = c.content_id"
-        )
-    cursor = scope.binary_cursor()
-    rows = cursor.execute(scope.sql_bytes(query), params, prepare=not scope.distributed).fetchall()
-    return [(r[0], r[2], r[3]) for r in rows], signature_matrix([r[1] for r in rows], num_perm)
+    elif capped:
+        candidates += " LIMIT %(most)s"
+    return (
+        f"{columns}FROM ({candidates}) c "
+        "JOIN {signatures_p} s ON s.collection_id = %(c)s AND s.content_id = c.content_id"
+    )
