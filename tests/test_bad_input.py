@@ -277,6 +277,26 @@ def test_a_50_mb_document_is_stored_whole_when_the_limit_allows_it(
     assert [(p["id_a"], p["id_b"]) for p in map(json.loads, out.splitlines())] == [("big", "big-edited")]
 
 
+@pytest.mark.parametrize("command", ["add", "query", "check", "dedup"])
+def test_a_max_text_length_past_what_postgresql_can_store_is_refused_before_reading(
+    cli: Run, tmp_path: Path, command: str
+) -> None:
+    # 2**63 passed as a positive count, and then overflowed the line reader's bound.
+    from neardup.text_limits import LONGEST_TEXT
+
+    source = tmp_path / "one.jsonl"
+    source.write_bytes(_line({"id": "a", "text": "some text"}))
+    assert cli("init", "--exist-ok")[0] == 0
+    for too_long in (str(2**63), str(LONGEST_TEXT + 1)):
+        argv = ["--file", str(source)] if command == "query" else [str(source)]
+        status, _, err = cli(command, *argv, "--max-text-length", too_long)
+        assert status == 2, err
+        assert f"max_text_length must be an integer from 1 to {LONGEST_TEXT:,}" in err
+        assert "Traceback" not in err
+    status, _, err = cli("add", str(source), "--max-text-length", str(LONGEST_TEXT))
+    assert status == 0, err
+
+
 def test_empty_and_blank_texts_are_stored_counted_and_kept_by_dedup(
     cli: Run, tmp_path: Path, database_url: str, schema: str
 ) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from neardup import validate
 from neardup.errors import InputError
 from neardup.readers import (
     FORMATS,
@@ -158,6 +159,7 @@ def read_inputs(
     files each by its own, ``expand``); ``meta_fields`` (None: every other field) are the fields
     kept as metadata. Without pyarrow, an Arrow input raises NeardupError saying how to install it
     now, before any input is read."""
+    max_text_length = validate.max_text_length(max_text_length)
     inputs = expand(paths, fmt)
     unknown = [i.path for i in inputs if i.kind == UNKNOWN]
     if unknown and on_bad is None:

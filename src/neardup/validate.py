@@ -36,6 +36,17 @@ def positive_int(value: object, name: str) -> int:
     return whole
 
 
+def max_text_length(value: object) -> int:
+    """``value`` as the longest text a reader takes: a count from 1 to the longest text
+    PostgreSQL can store (``text_limits.LONGEST_TEXT``)."""
+    from neardup.text_limits import LONGEST_TEXT
+
+    whole = _whole(value)
+    if whole is None or not 1 <= whole <= LONGEST_TEXT:
+        raise ParamsError(f"max_text_length must be an integer from 1 to {LONGEST_TEXT:,}, got {value!r}")
+    return whole
+
+
 def non_negative_int(value: object, name: str) -> int:
     """``value`` as a count of at least 0."""
     whole = _whole(value)

@@ -110,6 +110,7 @@ PORT = option_type(_integer, _in("port", 0, 65535), "port")
 NUM_PERM = option_type(_integer, lambda n: _minhash(num_perm=n), "num_perm")
 SEED = option_type(_integer, lambda n: _minhash(seed=n), "seed")
 K = option_type(_integer, _k, "k")
+MAX_TEXT_LENGTH = option_type(_integer, validate.max_text_length, "max_text_length")
 
 
 def _keep(value: str) -> None:
@@ -204,7 +205,7 @@ def max_text_length(p: argparse.ArgumentParser, help_text: str) -> None:
 
     p.add_argument(
         "--max-text-length",
-        type=POSITIVE,
+        type=MAX_TEXT_LENGTH,
         default=DEFAULT_MAX_TEXT_LENGTH,
         metavar="CHARS",
         help=f"{help_text} (default {DEFAULT_MAX_TEXT_LENGTH:,} characters); reading stops with an error "
