@@ -14,7 +14,7 @@ DEFAULT_MAX_TEXT_LENGTH = 10_000_000
 BYTES_PER_CHARACTER = 12
 # Room in a record beside its text: the id, the other fields, the format's punctuation.
 RECORD_FRAMING = 1 << 20
-# The longest text there can be: PostgreSQL keeps a text value of under 1 GB, and a character
+# The longest text there can be: PostgreSQL keeps a text value of under a gigabyte, and a character
 # takes a byte at least. A longer --max-text-length could only overflow the readers' bounds.
 LONGEST_TEXT = (1 << 30) - 1
 # Bytes of a UTF-8 character, at most: the bound of a whole file read as one text.
