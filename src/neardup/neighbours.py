@@ -211,8 +211,7 @@ def _sharing(
     of the text, which bounds its Jaccard too (approximate). With ``least``, only the contents whose
     count could reach that share of the text's own fingerprints that are counted (``Z_BOUND`` Poisson
     deviations up), and those of at least ``large`` shingles, come back (approximate)."""
-    _, own = fingerprints(shingles, step)
-    keys = probes(shingles, step)
+    own, keys = _own_and_probes(shingles, step)
     if keys.size == 0:
         empty = np.empty(0, np.int64)
         return empty, empty, empty
@@ -230,6 +229,11 @@ def _sharing(
     return found.ids, found.shared, found.sizes
 
 
+def _own_and_probes(shingles: Ragged, step: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """A text's own fingerprints and the keys its query looks up (``shingles``, one row)."""
+    return fingerprints(shingles, step)[1], probes(shingles, step)
+
+
 def _within(scope: Scope, shingles: Ragged, step: int, share: float) -> npt.NDArray[np.int64]:
     """The stored contents that could hold ``share`` of their own shingles inside a text
     (``shingles``, one row): those whose fingerprints shared with its probes could make that share
@@ -238,8 +242,7 @@ def _within(scope: Scope, shingles: Ragged, step: int, share: float) -> npt.NDAr
     cap are not read by their holders: a stored text that shares only those shares at most the
     text's own ones among them, so it is short, and the short stored texts are read instead, with
     their fingerprints; only where too many are that short is the last tier read whole."""
-    _, own = fingerprints(shingles, step)
-    keys = probes(shingles, step)
+    own, keys = _own_and_probes(shingles, step)
     if keys.size == 0:
         return np.empty(0, np.int64)
     density = 2.0 / (WINDOW + 1)

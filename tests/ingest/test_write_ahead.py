@@ -150,7 +150,6 @@ def test_a_failed_batch_leaves_nothing_of_the_batch_written_ahead(
 
 
 def test_an_index_built_mid_ingest_rolls_back_the_contents_written_ahead_first(
-    make_index: Callable[..., Any],
     database_url: str,
     schema: str,
     deployment: str,
