@@ -18,6 +18,15 @@ from tests._corpus import planted_corpus
 pytestmark = pytest.mark.distributed_variant
 
 
+@pytest.fixture(params=["in the statement", "here"])
+def grouped(request: Any, monkeypatch: Any) -> str:
+    """Each count grouped both ways a server may: by the statement, and here after reading each
+    probe's holders (on a distributed collection both are the steps')."""
+    if request.param == "here":
+        monkeypatch.setattr(stored, "_GROUPED_MOST", 0)
+    return str(request.param)
+
+
 def _with_boilerplate(make_index: Any) -> tuple[Any, list[tuple[str, str]], Sketcher, Any, Any]:
     """A collection with neighbours whose texts share one family's boilerplate, which makes
     fingerprints held by many contents; its documents, sketcher and (row, fingerprint) pairs."""
@@ -32,7 +41,7 @@ def _with_boilerplate(make_index: Any) -> tuple[Any, list[tuple[str, str]], Sket
     return index, docs, sketcher, rows, fp
 
 
-def test_sharing_counts_each_content_and_names_the_common_fingerprints(make_index: Any) -> None:
+def test_sharing_counts_each_content_and_names_the_common_fingerprints(make_index: Any, grouped: str) -> None:
     index, docs, sketcher, rows, fp = _with_boilerplate(make_index)
     scope = index._scope
     names = {d: n for n, (d, _) in enumerate(docs)}
@@ -115,7 +124,9 @@ def _stored_fingerprints(index: Any) -> list[int]:
     ]
 
 
-def test_sharing_returns_only_the_contents_that_could_hold_the_share_asked(make_index: Any) -> None:
+def test_sharing_returns_only_the_contents_that_could_hold_the_share_asked(
+    make_index: Any, grouped: str
+) -> None:
     docs = planted_corpus(12, 4, seed=3)
     docs += [
         (f"b{n}", f"entry {n} " * 2 + "shared boilerplate of one package family " * 5) for n in range(12)
@@ -168,7 +179,7 @@ def test_sharing_returns_only_the_contents_that_could_hold_the_share_asked(make_
 
 
 def test_the_first_two_tiers_are_one_statement_that_counts_under_the_first_where_it_may(
-    make_index: Any,
+    make_index: Any, grouped: str
 ) -> None:
     index, docs, _, rows, fp = _with_boilerplate(make_index)
     scope = index._scope
@@ -187,3 +198,26 @@ def test_the_first_two_tiers_are_one_statement_that_counts_under_the_first_where
                 assert sorted(got.tolist()) == sorted(expected.tolist())
             chosen.add(both.cap)
     assert chosen == {5, 1_000}  # both ways taken
+
+
+def test_the_long_contents_come_from_the_sizes_index_or_a_lookup_each_with_one_answer(
+    make_index: Any,
+) -> None:
+    docs = planted_corpus(40, 3, seed=7)
+    index = make_index(neighbours=True)
+    index.add(docs)
+    scope = index._scope
+    with transaction(scope.conn):
+        every = np.asarray(
+            [r[0] for r in scope.conn.execute(scope.sql("SELECT content_id FROM {contents_p}")).fetchall()],
+            dtype=np.int64,
+        )
+        size_of = stored._sizes(scope, every, None)
+        ways = set()
+        for large in sorted(set(size_of.values()))[:: max(1, len(size_of) // 6)]:
+            longer = sum(s >= large for s in size_of.values())
+            for ids in (every[:3], every[::2], every):
+                got = stored._long(scope, ids, large)
+                assert got == {i: size_of[i] for i in ids.tolist() if size_of[i] >= large}
+                ways.add("index" if longer <= ids.size else "lookup")
+    assert ways == {"index", "lookup"}

@@ -131,6 +131,10 @@ _RESULT = (
 # lookup each; those sharing fewer can only be short, and come from the sizes index. Most share
 # one or two: the short ones' bound rises with this, and with it how many the index gives.
 _MANY = 3
+# On one server, a top-k or containment count under a cap above this groups its holders here, not
+# in the statement: under a high cap a query reads hundreds of thousands of holder rows, nearly a
+# content each, which the server's hash aggregate groups for longer than a sort of them here takes.
+_GROUPED_MOST = 1_000
 
 
 def sharing(
@@ -157,11 +161,11 @@ def sharing(
     ``density`` (fingerprints a shingle), those whose count so raised, plus the fingerprints of
     ``own`` that are common, reaches ``share`` of their own expected fingerprints (a stored text
     that much within the text)."""
-    if scope.distributed:
-        return _sharing_in_steps(scope, fingerprint, cap, own, share, slack, large, density, first)
     # No JIT: the plan's estimated cost passes jit_above_cost, but compiling it takes longer than
     # running it.
     scope.conn.execute("SET LOCAL jit = off")
+    if scope.distributed or (cap > _GROUPED_MOST and density is None):
+        return _sharing_in_steps(scope, fingerprint, cap, own, share, slack, large, density, first)
     if density is not None:
         # The bound on a short candidate's size is known only as the statement runs, where the
         # planner would guess a third of the contents, and scan them all (the setting lasts to the
@@ -246,14 +250,18 @@ def _sharing_in_steps(
     density: float | None,
     first: tuple[int, float, float] | None,
 ) -> Sharing:
-    """``sharing`` on a distributed collection, the same answer in steps: Citus runs no subquery
-    that refers to a row of an array's elements (``k`` above) or of an earlier step's result, so
-    each step is a statement of its own, Citus spreading it over the shards, and the filters
-    between them run here. The holders of a probe are counted in full (a shard's index-only count
-    of its own), where one server stops one past the cap."""
+    """``sharing`` in steps, the same answer: the filters between the steps run here. On a
+    distributed collection Citus runs no subquery that refers to a row of an array's elements
+    (``k`` above) or of an earlier step's result, so each step is a statement of its own, Citus
+    spreading it over the shards; the holders of a probe are counted in full (a shard's
+    index-only count of its own), where one server stops one past the cap. On one server the
+    holders of each probe counted come back, and are grouped here."""
     empty = np.empty(0, np.int64)
     own = empty if own is None else own
-    held_keys, holders = _rows_by(scope, "bucket", fingerprint)
+    if scope.distributed:
+        held_keys, holders = _rows_by(scope, "bucket", fingerprint)
+    else:
+        held_keys, holders = _holder_counts(scope, fingerprint, cap)
     # In the probes' order, as one server's statement returns the common ones.
     order = np.argsort(held_keys, kind="stable")
     held_keys, holders = held_keys[order], holders[order]
@@ -267,7 +275,10 @@ def _sharing_in_steps(
     counted = held_keys[holders <= used]
     if counted.size == 0:
         return Sharing(empty, empty, empty, common, used)
-    ids, shared = _rows_by(scope, "content_id", counted)
+    if scope.distributed:
+        ids, shared = _rows_by(scope, "content_id", counted)
+    else:
+        ids, shared = np.unique(_holders(scope, counted), return_counts=True)
     if ids.size == 0:
         return Sharing(empty, empty, empty, common, used)
     raised = shared + slack * np.sqrt(shared) + 1
@@ -276,8 +287,8 @@ def _sharing_in_steps(
         passing = raised >= share * (own.size - held)
         sized = _sizes(scope, ids[passing], None)
         if large is not None:
-            sized.update(_sizes(scope, ids[~passing], large))
-        keep = np.asarray([i in sized for i in ids.tolist()], dtype=bool)
+            sized.update(_long(scope, ids[~passing], large))
+        keep = np.isin(ids, np.fromiter(sized, np.int64, len(sized)))
     else:
         # Those that could lie within: a stored text's count reaches share of its own expected
         # fingerprints.
@@ -305,6 +316,55 @@ def _rows_by(
     if row is None or row[0] is None:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     return np.asarray(row[0], dtype=np.int64), np.asarray(row[1], dtype=np.int64)
+
+
+def _holder_counts(
+    scope: Scope, keys: npt.NDArray[np.int64], cap: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(key, holders up to one past ``cap``) of each of ``keys``: an index-only count each."""
+    with scope.conn.cursor(binary=True) as cur:
+        row = cur.execute(
+            scope.sql(
+                "SELECT array_agg(u.f), array_agg((SELECT count(*) FROM (SELECT 1 FROM {buckets_p} b "
+                "WHERE b.bucket = u.f LIMIT %s) x)) FROM unnest(%s::int8[]) AS u(f)"
+            ),
+            (cap + 1, Int8s(keys)),
+        ).fetchone()
+    if row is None or row[0] is None:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.asarray(row[0], dtype=np.int64), np.asarray(row[1], dtype=np.int64)
+
+
+def _holders(scope: Scope, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """The content of each holding of ``keys`` (the lookup index alone): an array a key, since a row
+    a holding costs an object each here; only keys already counted, so that no array is built for
+    a common one."""
+    with scope.conn.cursor(binary=True) as cur:
+        rows = cur.execute(
+            scope.sql(
+                "SELECT (SELECT array_agg(content_id) FROM {buckets_p} b WHERE b.bucket = u.f) "
+                "FROM unnest(%s::int8[]) AS u(f)"
+            ),
+            (Int8s(keys),),
+        ).fetchall()
+    got = [np.asarray(r[0], dtype=np.int64) for r in rows if r[0] is not None]
+    return np.concatenate(got) if got else np.empty(0, np.int64)
+
+
+def _long(scope: Scope, ids: npt.NDArray[np.int64], large: int) -> dict[int, int]:
+    """The shingle counts of those of the contents ``ids`` of at least ``large`` shingles: from the
+    sizes index while the contents that long are no more than ``ids``, else by a lookup each (so
+    it reads at most twice the fewer)."""
+    if ids.size == 0:
+        return {}
+    rows = scope.conn.execute(
+        scope.sql("SELECT content_id, shingle_count FROM {contents_p} WHERE shingle_count >= %s LIMIT %s"),
+        (large, ids.size + 1),
+    ).fetchall()
+    if len(rows) > ids.size:
+        return _sizes(scope, ids, large)
+    wanted = set(ids.tolist())
+    return {int(r[0]): int(r[1]) for r in rows if int(r[0]) in wanted}
 
 
 def _sizes(scope: Scope, ids: npt.NDArray[np.int64], at_least: int | None) -> dict[int, int]:
