@@ -8,13 +8,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
 from psycopg import sql
 
 from neardup.storage import buckets
 from neardup.storage.connect import connect
-from neardup.storage.scope import Scope
+from neardup.storage.scope import Scope, index_probes
 from tests._corpus import planted_corpus
 from tests.conftest import psycopg_url
 
@@ -143,3 +144,56 @@ def test_building_a_standing_index_never_waits_for_writers_holding_rows(
                 scope.conn.execute("SET LOCAL lock_timeout = '3s'")
                 buckets.create_index(scope)  # before: LockNotAvailable after 3 s
         assert buckets.has_index(scope)
+
+
+def test_a_chunk_of_stored_members_is_probed_key_by_key_while_the_statistics_lag(
+    make_index: Callable[..., Any], database_url: str
+) -> None:
+    # Statistics taken before the later adds see no content id past the earlier ones, so a chunk's
+    # bound from there on looks empty to the planner: the probe must still be one index descent a
+    # key, not a scan of the whole index tested against every key.
+    index = make_index(threshold=0.5, bands=32, rows=4)
+    if index.distributed:
+        pytest.skip("the probe on a distributed collection is Citus's plan")
+    index.add(planted_corpus(n_sources=150, copies=3, seed=5))
+    with _scopes(index, database_url) as (scope, other):
+        other.execute(_index_sql(scope, "ALTER TABLE {buckets_p} SET (autovacuum_enabled = off)"))
+        other.execute(_index_sql(scope, "ANALYZE {buckets_p}"))
+        (lo,) = other.execute(_index_sql(scope, "SELECT max(content_id) + 1 FROM {buckets_p}")).fetchone()
+    index.add([(f"late{i}", text + " and a late line") for i, text in planted_corpus(150, 3, seed=6)])
+    scope = index._scope
+    with scope.conn.transaction():
+        band, bucket = (
+            np.asarray(column)
+            for column in zip(
+                *scope.conn.execute(
+                    scope.sql("SELECT DISTINCT band, bucket FROM {buckets_p} WHERE content_id >= %s"), (lo,)
+                ).fetchall(),
+                strict=True,
+            )
+        )
+        assert band.size > buckets._UNNEST_KEYS  # through the keys' temporary table, with statistics
+        buckets._fill_keys(scope, band.astype(np.int16), bucket.astype(np.int64))
+        statement = buckets.members_statement(
+            "neardup_keys k", " AND b.content_id >= %(lo)s", " ORDER BY b.content_id LIMIT %(most)s", False
+        )
+        with index_probes(scope.conn):
+            plan = "\n".join(
+                row[0]
+                for row in scope.conn.execute(
+                    scope.sql("EXPLAIN (COSTS OFF) " + statement),
+                    {"c": scope.collection_id, "lo": int(lo), "most": 1 << 18},
+                ).fetchall()
+            )
+        got = buckets.members_of(
+            scope, band.astype(np.int16), bucket.astype(np.int64), lo=int(lo), most=1 << 18
+        )
+    assert "Index Cond: (bucket = k.bucket)" in plan, plan
+    assert "Join Filter" not in plan, plan
+    # And the answer is every row of the later contents under those keys.
+    assert (
+        got[2].size
+        == scope.conn.execute(
+            scope.sql("SELECT count(*) FROM {buckets_p} WHERE content_id >= %s"), (lo,)
+        ).fetchone()[0]
+    )

@@ -142,22 +142,32 @@ def members_of(
     order = np.argsort(bucket, kind="stable")
     band, bucket = band[order], bucket[order]
     if band.size <= _UNNEST_KEYS:
-        with index_probes(scope.conn):
-            return _columns(
-                scope,
-                "SELECT b.band, b.bucket, b.content_id "
-                "FROM unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket) JOIN {buckets_p} b "
-                "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket" + where + tail,
-                {"bands": Int2s(band), "keys": Int8s(bucket), **bounds},
-            )
-    _fill_keys(scope, band, bucket)
+        keys = "unnest(%(bands)s::int2[], %(keys)s::int8[]) AS k(band, bucket)"
+        bounds.update(bands=Int2s(band), keys=Int8s(bucket))
+    else:
+        _fill_keys(scope, band, bucket)
+        keys = "neardup_keys k"
     with index_probes(scope.conn):
-        return _columns(
-            scope,
-            "SELECT b.band, b.bucket, b.content_id FROM neardup_keys k JOIN {buckets_p} b "
-            "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket" + where + tail,
-            bounds,
+        return _columns(scope, members_statement(keys, where, tail, scope.distributed), bounds)
+
+
+def members_statement(keys: str, where: str, tail: str, distributed: bool) -> str:
+    """``members_of``'s statement: the stored rows under the keys (``keys``, a FROM item ``k``),
+    filtered by ``where`` and ordered and cut by ``tail``. On one server each key drives an index
+    probe, whatever the statistics say: the rows under a key come from a subquery the planner
+    cannot flatten (``OFFSET 0``), so it cannot turn the join around. Turned around, a chunk's
+    bound on content ids, past every row the statistics saw while the collection grows, made the
+    planner scan the whole index in content order and test each row against every key."""
+    if distributed:
+        return (
+            "SELECT b.band, b.bucket, b.content_id FROM " + keys + " JOIN {buckets_p} b "
+            "ON b.collection_id = %(c)s AND b.band = k.band AND b.bucket = k.bucket" + where + tail
         )
+    return (
+        "SELECT b.band, b.bucket, b.content_id FROM " + keys + " CROSS JOIN LATERAL "
+        "(SELECT b.band, b.bucket, b.content_id FROM {buckets_p} b WHERE b.collection_id = %(c)s "
+        "AND b.band = k.band AND b.bucket = k.bucket" + where + " OFFSET 0) b" + tail
+    )
 
 
 def _fill_keys(scope: Scope, band: npt.NDArray[np.int16], bucket: npt.NDArray[np.int64]) -> None:
