@@ -136,7 +136,7 @@ def members_of(
         " AND b.content_id < %(hi)s" if hi is not None else ""
     )
     tail = " ORDER BY b.content_id LIMIT %(most)s" if most is not None else ""
-    bounds = {"lo": lo, "hi": hi, "most": most}
+    bounds: dict[str, Any] = {"lo": lo, "hi": hi, "most": most}
     # Probed in key order, each index descent lands next to the one before (the same pages are read
     # again while they are cached), where band-by-band order jumps across the whole index.
     order = np.argsort(bucket, kind="stable")
