@@ -291,7 +291,7 @@ def test_a_max_text_length_past_what_postgresql_can_store_is_refused_before_read
         argv = ["--file", str(source)] if command == "query" else [str(source)]
         status, _, err = cli(command, *argv, "--max-text-length", too_long)
         assert status == 2, err
-        assert f"max_text_length must be an integer from 1 to {LONGEST_TEXT:,}" in err
+        assert f"max_text_length must be an integer in [1, {LONGEST_TEXT:,}]" in err
         assert "Traceback" not in err
     status, _, err = cli("add", str(source), "--max-text-length", str(LONGEST_TEXT))
     assert status == 0, err

@@ -41,10 +41,7 @@ def max_text_length(value: object) -> int:
     PostgreSQL can store (``text_limits.LONGEST_TEXT``)."""
     from neardup.text_limits import LONGEST_TEXT
 
-    whole = _whole(value)
-    if whole is None or not 1 <= whole <= LONGEST_TEXT:
-        raise ParamsError(f"max_text_length must be an integer from 1 to {LONGEST_TEXT:,}, got {value!r}")
-    return whole
+    return whole_in(value, "max_text_length", 1, LONGEST_TEXT, shown=f"[1, {LONGEST_TEXT:,}]")
 
 
 def non_negative_int(value: object, name: str) -> int:
