@@ -159,3 +159,55 @@ def test_many_classes_give_the_group_up() -> None:
     )
     assert linked.given_up.tolist() == [True]
     assert linked.tested.shape[0] <= linking.MAX_CLASSES * (linking.MAX_CLASSES + 1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    shapes=st.lists(
+        st.tuples(st.sampled_from(["clique", "chain", "alone"]), st.integers(1, 120)), min_size=1, max_size=4
+    ),
+    seed=st.integers(0, 10**6),
+    n_groups=st.integers(1, 5),
+    stored_share=st.floats(0, 1),
+    max_classes=st.sampled_from([2, 32]),
+)
+def test_the_kernel_links_alike_compiled_and_interpreted(
+    shapes: list[tuple[str, int]], seed: int, n_groups: int, stored_share: float, max_classes: int
+) -> None:
+    from .test_kernels import forced
+
+    sets = _sets(shapes, seed)
+    n = len(sets)
+    rng = np.random.default_rng(seed)
+    groups = [np.flatnonzero(rng.random(n) < 0.6) for _ in range(n_groups)]
+    ragged = Ragged.from_arrays([g for g in groups if g.size > 1] or [np.arange(n)], np.int64)
+    sigs = rng.integers(0, 4, size=(n, 8), dtype=np.uint32)  # agreements spread around the floor
+    # Stored members joined as their shapes make them: a clique or a chain one class, each other
+    # member its own, so that groups hold few classes and link rather than give up.
+    first_new = round(stored_share * n)
+    sizes = [
+        size if kind != "alone" else 1 for kind, size in shapes for _ in range(1 if kind != "alone" else size)
+    ]
+    block = np.repeat(np.arange(len(sizes)), sizes)
+    first_of_block = np.r_[0, np.cumsum(sizes)[:-1]]
+    start = np.where(np.arange(n) < first_new, np.minimum(first_of_block[block], np.arange(n)), np.arange(n))
+
+    def load(wanted: np.ndarray) -> tuple[np.ndarray, Ragged]:
+        return sigs[wanted], Ragged.from_arrays([sets[i] for i in wanted.tolist()], np.uint32)
+
+    results = []
+    linking.MAX_CLASSES, old = max_classes, linking.MAX_CLASSES
+    try:
+        for mode in ("compiled", "interpreted"):
+            parent = start.astype(np.int64)
+            with forced(mode):
+                linked = linking.link(
+                    ragged, first_new, np.asarray(ragged.values), parent, load, THRESHOLD, 0.25, True
+                )
+            results.append((linked, parent))
+    finally:
+        linking.MAX_CLASSES = old
+    (a, parent_a), (b, parent_b) = results
+    for name in ("left", "right", "similarity", "tested", "given_up"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_array_equal(parent_a, parent_b)

@@ -901,6 +901,200 @@ def _similarity(
     )
 
 
+@_jit(inline="always")
+def _stored_classes(
+    parent: np.ndarray,
+    node: np.ndarray,
+    head: np.ndarray,
+    tail: np.ndarray,
+    next_pos: np.ndarray,
+    lo: int,
+    p: int,
+    cap: int,
+) -> int:
+    """A group's members before position ``p`` (its stored members) as classes by their roots,
+    lists from ``lo`` in ``head``, ``tail`` and ``next_pos``: how many, or -1 past ``cap``."""
+    c = 0
+    for q in range(lo, p):
+        r = _find(parent, node[q])
+        k = 0
+        while k < c and _find(parent, node[head[lo + k]]) != r:
+            k += 1
+        if k < c:
+            next_pos[q] = head[lo + k]
+            head[lo + k] = q
+        elif c == cap:
+            return -1
+        else:
+            head[lo + c] = q
+            tail[lo + c] = q
+            next_pos[q] = -1
+            c += 1
+    return c
+
+
+@_jit(inline="always")
+def _merged_classes(
+    parent: np.ndarray,
+    node: np.ndarray,
+    head: np.ndarray,
+    tail: np.ndarray,
+    next_pos: np.ndarray,
+    lo: int,
+    n: int,
+) -> int:
+    """A group's ``n`` classes whose roots met since (through other groups) as one list, the later
+    head first: how many classes are left."""
+    k = 0
+    for i in range(n):
+        h = head[lo + i]
+        r = _find(parent, node[h])
+        merged = False
+        for j in range(k):
+            if _find(parent, node[head[lo + j]]) == r:
+                if h > head[lo + j]:
+                    next_pos[tail[lo + i]] = head[lo + j]
+                    head[lo + j] = h
+                else:
+                    next_pos[tail[lo + j]] = h
+                    tail[lo + j] = tail[lo + i]
+                merged = True
+                break
+        if not merged:
+            head[lo + k] = h
+            tail[lo + k] = tail[lo + i]
+            k += 1
+    return k
+
+
+@_jit(inline="always")
+def _joined(
+    parent: np.ndarray,
+    node: np.ndarray,
+    head: np.ndarray,
+    tail: np.ndarray,
+    next_pos: np.ndarray,
+    lo: int,
+    n: int,
+    p: int,
+    cap: int,
+) -> int:
+    """Member ``p`` on its class's list as its latest member (its hub from now on), or on a list
+    of its own: the group's classes, or -1 past ``cap``."""
+    rp = _find(parent, node[p])
+    k = 0
+    while k < n and _find(parent, node[head[lo + k]]) != rp:
+        k += 1
+    if k < n:
+        next_pos[p] = head[lo + k]
+        head[lo + k] = p
+        return n
+    if n == cap:
+        return -1
+    head[lo + k] = p
+    tail[lo + k] = p
+    next_pos[p] = -1
+    return n + 1
+
+
+@_jit(inline="always")
+def _unloaded(row: np.ndarray, next_pos: np.ndarray, h: int, need: np.ndarray) -> int:
+    """The members after hub ``h`` on its class's list whose rows are not loaded, into ``need``:
+    how many."""
+    n = 0
+    q = next_pos[h]
+    while q >= 0:
+        if row[q] < 0:
+            need[n] = q
+            n += 1
+        q = next_pos[q]
+    return n
+
+
+_Arrays = tuple[np.ndarray, ...]
+"""Arrays ``link_groups`` hands its step in one argument."""
+
+
+@_jit(inline="always")
+def _test_member(
+    p: int, g: int, lo: int, node: np.ndarray, row: np.ndarray, rows: _Arrays,
+    limits: tuple[float, float, bool], parent: np.ndarray, head: np.ndarray, next_pos: np.ndarray,
+    groups: _Arrays, out: _Arrays, need: np.ndarray,
+) -> int:  # fmt: skip
+    """``link_groups``' step for new member ``p`` of group ``g`` (its arguments in tuples: ``rows``
+    the loaded rows, ``limits`` threshold, floor and exact, ``groups`` each group's count, state,
+    work and cap, ``out`` what the tests found): tested against each class but its own, the hub
+    first, then, where it fails, the class's other members until one passes (all loaded first); a
+    class that passes joined to it. LINK_DONE, LINK_NEED or LINK_FULL (``counters`` updated)."""
+    set_values, set_offsets, sigs = rows
+    threshold, floor, exact = limits
+    count, state, work, cap_work = groups
+    found, found_sim, tested, counters = out
+    n_found, n_tested = counters[0], counters[1]
+    nd = node[p]
+    rd = row[p]
+    i = 0
+    while i < count[g]:
+        h = head[lo + i]
+        r = _find(parent, node[h])
+        if r == _find(parent, nd):
+            i += 1
+            continue
+        if row[h] < 0:
+            need[0] = h
+            counters[0], counters[1], counters[2] = n_found, n_tested, 1
+            return LINK_NEED
+        if n_tested == tested.shape[0] or n_found == found.shape[0]:
+            counters[0], counters[1] = n_found, n_tested
+            return LINK_FULL
+        sim = _similarity(rd, row[h], set_values, set_offsets, sigs, floor, exact)
+        tested[n_tested, 0] = h
+        tested[n_tested, 1] = p
+        n_tested += 1
+        work[g] += 1
+        passed = sim >= threshold
+        if passed:
+            found[n_found, 0] = h
+            found[n_found, 1] = p
+            found_sim[n_found] = sim
+            n_found += 1
+        else:
+            # The hub failed: the class's other members, until one passes (all loaded first).
+            n_need = _unloaded(row, next_pos, h, need)
+            if n_need > 0:
+                counters[0], counters[1], counters[2] = n_found, n_tested, n_need
+                return LINK_NEED
+            q = next_pos[h]
+            while q >= 0 and not passed:
+                if n_tested == tested.shape[0] or n_found == found.shape[0]:
+                    counters[0], counters[1] = n_found, n_tested
+                    return LINK_FULL
+                sim = _similarity(rd, row[q], set_values, set_offsets, sigs, floor, exact)
+                tested[n_tested, 0] = q
+                tested[n_tested, 1] = p
+                n_tested += 1
+                work[g] += 1
+                if sim >= threshold:
+                    found[n_found, 0] = q
+                    found[n_found, 1] = p
+                    found_sim[n_found] = sim
+                    n_found += 1
+                    passed = True
+                q = next_pos[q]
+        if passed:
+            a = _find(parent, nd)
+            if a < r:
+                parent[r] = a
+            else:
+                parent[a] = r
+        if work[g] > cap_work[g]:
+            state[g] = _GIVEN_UP
+            break
+        i += 1
+    counters[0], counters[1] = n_found, n_tested
+    return LINK_DONE
+
+
 @_kernel(lambda *args: int(args[6].shape[0]) * 200 + int(args[0].shape[0]))
 def link_groups(
     members: np.ndarray,
@@ -949,144 +1143,30 @@ def link_groups(
     how many positions ``need`` names. Returns (LINK_DONE, steps done), (LINK_NEED, the step that
     waits for the rows of the members ``need`` names) or (LINK_FULL, the step to go on from once
     the output arrays are larger). Resuming at the returned cursor repeats no union."""
-    n_found = counters[0]
-    n_tested = counters[1]
     counters[2] = 0
     while cursor < steps.shape[0]:
         p = steps[cursor]
         g = group_of[p]
         lo = offsets[g]
+        if state[g] == _FRESH:
+            c = _stored_classes(parent, node, head, tail, next_pos, lo, p, cap_classes)
+            state[g] = _GIVEN_UP if c < 0 else _LINKING
+            count[g] = max(c, 0)
         if state[g] == _GIVEN_UP:
             cursor += 1
             continue
-        if state[g] == _FRESH:
-            # The stored members (before the group's first new one) as classes by their roots.
-            c = 0
-            q = lo
-            while q < p and state[g] == _FRESH:
-                r = _find(parent, node[q])
-                k = 0
-                while k < c and _find(parent, node[head[lo + k]]) != r:
-                    k += 1
-                if k < c:
-                    next_pos[q] = head[lo + k]
-                    head[lo + k] = q
-                elif c == cap_classes:
-                    state[g] = _GIVEN_UP
-                else:
-                    head[lo + c] = q
-                    tail[lo + c] = q
-                    next_pos[q] = -1
-                    c += 1
-                q += 1
-            if state[g] == _GIVEN_UP:
-                cursor += 1
-                continue
-            count[g] = c
-            state[g] = _LINKING
-        # Classes whose roots met since (through other groups) become one list, the later head first.
-        k = 0
-        for i in range(count[g]):
-            h = head[lo + i]
-            r = _find(parent, node[h])
-            merged = False
-            for j in range(k):
-                if _find(parent, node[head[lo + j]]) == r:
-                    if h > head[lo + j]:
-                        next_pos[tail[lo + i]] = head[lo + j]
-                        head[lo + j] = h
-                    else:
-                        next_pos[tail[lo + j]] = h
-                        tail[lo + j] = tail[lo + i]
-                    merged = True
-                    break
-            if not merged:
-                head[lo + k] = h
-                tail[lo + k] = tail[lo + i]
-                k += 1
-        count[g] = k
-        nd = node[p]
-        rd = row[p]
-        i = 0
-        while i < count[g]:
-            h = head[lo + i]
-            r = _find(parent, node[h])
-            if r == _find(parent, nd):
-                i += 1
-                continue
-            if row[h] < 0:
-                need[0] = h
-                counters[0], counters[1], counters[2] = n_found, n_tested, 1
-                return LINK_NEED, cursor
-            if n_tested == tested.shape[0] or n_found == found.shape[0]:
-                counters[0], counters[1] = n_found, n_tested
-                return LINK_FULL, cursor
-            sim = _similarity(rd, row[h], set_values, set_offsets, sigs, floor, exact)
-            tested[n_tested, 0] = h
-            tested[n_tested, 1] = p
-            n_tested += 1
-            work[g] += 1
-            passed = sim >= threshold
-            if passed:
-                found[n_found, 0] = h
-                found[n_found, 1] = p
-                found_sim[n_found] = sim
-                n_found += 1
-            else:
-                # The hub failed: the class's other members, until one passes (all loaded first).
-                n_need = 0
-                q = next_pos[h]
-                while q >= 0:
-                    if row[q] < 0:
-                        need[n_need] = q
-                        n_need += 1
-                    q = next_pos[q]
-                if n_need > 0:
-                    counters[0], counters[1], counters[2] = n_found, n_tested, n_need
-                    return LINK_NEED, cursor
-                q = next_pos[h]
-                while q >= 0 and not passed:
-                    if n_tested == tested.shape[0] or n_found == found.shape[0]:
-                        counters[0], counters[1] = n_found, n_tested
-                        return LINK_FULL, cursor
-                    sim = _similarity(rd, row[q], set_values, set_offsets, sigs, floor, exact)
-                    tested[n_tested, 0] = q
-                    tested[n_tested, 1] = p
-                    n_tested += 1
-                    work[g] += 1
-                    if sim >= threshold:
-                        found[n_found, 0] = q
-                        found[n_found, 1] = p
-                        found_sim[n_found] = sim
-                        n_found += 1
-                        passed = True
-                    q = next_pos[q]
-            if passed:
-                a = _find(parent, nd)
-                if a < r:
-                    parent[r] = a
-                else:
-                    parent[a] = r
-            if work[g] > cap_work[g]:
-                state[g] = _GIVEN_UP
-                break
-            i += 1
+        count[g] = _merged_classes(parent, node, head, tail, next_pos, lo, count[g])
+        status = _test_member(
+            p, g, lo, node, row, (set_values, set_offsets, sigs), (threshold, floor, exact), parent, head,
+            next_pos, (count, state, work, cap_work), (found, found_sim, tested, counters), need,
+        )  # fmt: skip
+        if status != LINK_DONE:
+            return status, cursor
         if state[g] == _LINKING:
-            # The member joins its class's list, as its latest member (its hub from now on).
-            rp = _find(parent, nd)
-            k = 0
-            while k < count[g] and _find(parent, node[head[lo + k]]) != rp:
-                k += 1
-            if k < count[g]:
-                next_pos[p] = head[lo + k]
-                head[lo + k] = p
-            elif count[g] == cap_classes:
+            c = _joined(parent, node, head, tail, next_pos, lo, count[g], p, cap_classes)
+            if c < 0:
                 state[g] = _GIVEN_UP
             else:
-                head[lo + k] = p
-                tail[lo + k] = p
-                next_pos[p] = -1
-                count[g] += 1
+                count[g] = c
         cursor += 1
-    counters[0], counters[1] = n_found, n_tested
     return LINK_DONE, cursor
