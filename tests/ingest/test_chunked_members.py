@@ -29,11 +29,13 @@ CHUNK = 150  # stored bucket rows a chunk holds: two or three contents' under 64
 
 
 class Reads:
-    """Every chunk read (rows the index gave) and every chunk grouped (stored rows in it)."""
+    """Every chunk read (rows the index gave), every chunk grouped (stored rows in it), and every
+    chunk read again (rows) for the pairs left to complete."""
 
     def __init__(self) -> None:
         self.read: list[int] = []
         self.grouped: list[int] = []
+        self.again: list[int] = []
 
 
 @pytest.fixture
@@ -49,6 +51,8 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> Reads:
         rows = members_of(*args, **kwargs)
         if kwargs.get("most") is not None:
             seen.read.append(int(rows[2].size))
+        elif "most" in kwargs:
+            seen.again.append(int(rows[2].size))
         return rows
 
     def grouping(stored: Any, rows: Any, first_new: int) -> Any:
@@ -117,6 +121,27 @@ def test_template_records_added_again_in_chunks_store_every_pair_brute_force_fin
     # read at once.
     assert len(reads.read) >= 2 * 3
     assert int(np.median(reads.grouped)) < CHUNK
+
+
+def test_chunks_are_read_again_only_for_the_buckets_of_clusters_under_the_bound(
+    make_index: Callable[..., Any], reads: Reads
+) -> None:
+    # Copies of a dense cluster complete no pair (a dense cluster stores a connecting subset), so
+    # its crowded buckets are read once; a clique under the bound in linked groups is completed,
+    # its buckets alone read again.
+    dense, small = clique("a", 30, 3), clique("d", 5, 4)
+    index = make_index(**EXHAUSTIVE)
+    index.add(dense[:20] + small[:3])
+    stored_rows = 23 * EXHAUSTIVE["bands"]
+    reads.read.clear()
+    index.add(dense[20:25], batch_size=5)
+    assert sum(reads.read) >= 20 * EXHAUSTIVE["bands"]  # read in chunks, once
+    assert reads.again == []
+    index.add(dense[25:] + small[3:], batch_size=7)
+    # Read again: the small clique's rows (its three stored members', its two new ones' counted
+    # as the index gives them), not the dense cluster's.
+    assert 0 < sum(reads.again) <= 5 * EXHAUSTIVE["bands"] < stored_rows
+    check(index, dense + small)
 
 
 def test_dense_clusters_in_chunks_match_brute_force_under_any_interleaving(

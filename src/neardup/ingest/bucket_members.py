@@ -235,7 +235,7 @@ class _Chunks:
         self._read_through = False
         self._sizes: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None = None
 
-    def __call__(self) -> Iterator[Chunk]:
+    def __call__(self, needed: npt.NDArray[np.int64] | None = None) -> Iterator[Chunk]:
         if self._sizes is None:
             band, bucket, count = _key_sizes(self._scope, *self._keys)
             key = mixed_keys(band, bucket)
@@ -244,10 +244,22 @@ class _Chunks:
         if not self._read_through:
             yield from self._first_reading()
             return
+        keys, rows = (self._keys, self._rows) if needed is None else self._buckets_of(needed)
+        if keys[0].size == 0:
+            return
         bounds: list[int | None] = [None, *self._starts, None]
         for c in range(len(bounds) - 1):
-            _, stored = self._read(bounds[c], bounds[c + 1], None)
-            yield self._chunk(stored, later=c > 0)
+            _, stored = self._read(bounds[c], bounds[c + 1], None, keys)
+            yield self._chunk(stored, later=c > 0, rows=rows)
+
+    def _buckets_of(self, needed: npt.NDArray[np.int64]) -> tuple[tuple[np.ndarray, np.ndarray], Rows]:
+        """The buckets of the new contents ``needed``, and the batch's rows in them (every new
+        member's, ``needed`` or not)."""
+        band, bucket, content = self._rows
+        mine = np.isin(content, needed)
+        wanted = np.unique(np.stack([np.asarray(band[mine], np.int64), bucket[mine]], axis=1), axis=0)
+        keep = np.isin(mixed_keys(band, bucket), mixed_keys(wanted[:, 0], wanted[:, 1]))
+        return (wanted[:, 0].astype(np.int16), wanted[:, 1]), tuple(column[keep] for column in self._rows)
 
     def _first_reading(self) -> Iterator[Chunk]:
         probed, self._probed = self._probed, None
@@ -266,24 +278,31 @@ class _Chunks:
             yield self._chunk(tuple(column[below] for column in stored), later=True)
         self._read_through = True
 
-    def _read(self, lo: int | None, hi: int | None, most: int | None) -> tuple[int | None, Rows]:
-        """The rows of stored contents from ``lo`` below ``hi``, at most ``most`` of every row's;
-        and, where that cut them, the last content read (whose rows may be cut; it starts the
-        next chunk), else None. The batch's own rows count, though left out."""
-        found = _read_chunk(self._scope, self._keys, lo, hi, most)
+    def _read(
+        self,
+        lo: int | None,
+        hi: int | None,
+        most: int | None,
+        keys: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> tuple[int | None, Rows]:
+        """The rows of stored contents from ``lo`` below ``hi`` in the batch's buckets (or
+        ``keys``), at most ``most`` of every row's; and, where that cut them, the last content
+        read (whose rows may be cut; it starts the next chunk), else None. The batch's own rows
+        count, though left out."""
+        found = _read_chunk(self._scope, self._keys if keys is None else keys, lo, hi, most)
         stored = ~self._plan.is_new(found[2])
         last = int(found[2].max()) if most is not None and found[2].size >= most else None
         return last, tuple(column[stored] for column in found)
 
-    def _chunk(self, stored: Rows, *, later: bool) -> Chunk:
-        groups, keys = _grouped_chunk(stored, self._rows, self._plan.first_new)
+    def _chunk(self, stored: Rows, *, later: bool, rows: Rows | None = None) -> Chunk:
+        groups, keys = _grouped_chunk(stored, self._rows if rows is None else rows, self._plan.first_new)
         if later:
             # Groups of new members alone were paired with the first chunk.
             with_stored = np.asarray(groups.values)[groups.offsets[:-1]] < self._plan.first_new
             groups = groups.take(np.flatnonzero(with_stored))
             keys = keys[with_stored]
         known, size = self._sizes if self._sizes is not None else (keys, groups.lengths())
-        return groups, size[np.minimum(np.searchsorted(known, keys), known.size - 1)]
+        return Chunk(groups, size[np.minimum(np.searchsorted(known, keys), known.size - 1)], keys)
 
 
 @stage("probe stored buckets: sizes")

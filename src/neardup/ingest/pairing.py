@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -88,20 +89,26 @@ class Paired:
     stored: int
 
 
-Chunk = tuple[Ragged, Ids]
-"""Groups of a batch's new members with one range of its stored members, and each group's size
-with all of its stored members counted (which decides how the group is paired)."""
+class Chunk(NamedTuple):
+    """Groups of a batch's new members with one range of its stored members."""
+
+    groups: Ragged
+    sizes: Ids
+    """Each group's size with all of its stored members counted (which decides how it is paired)."""
+    keys: Ids
+    """Each group's bucket (a mixed key), distinct within the chunk."""
 
 
 @dataclass(frozen=True)
 class Chunked:
     """A batch's groups in chunks of its stored members, so that what pairing holds follows the
-    batch and a chunk, not what is stored: ``chunks()`` yields, each time it is called, the same
-    chunks in the same order; each holds every row of a range of stored contents (the ranges
+    batch and a chunk, not what is stored: ``chunks(None)`` yields, each time it is called, the
+    same chunks in the same order; each holds every row of a range of stored contents (the ranges
     disjoint), and every new member's, though a group without a stored member may come in the
-    first chunk only."""
+    first chunk only. Once they were all read, ``chunks(ids)`` (new contents, sorted) yields the
+    same ranges with only the groups of those contents' buckets."""
 
-    chunks: Callable[[], Iterator[Chunk]]
+    chunks: Callable[[Ids | None], Iterator[Chunk]]
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,8 @@ def pair(groups: Ragged | Chunked, first_new: int, sources: Sources, forest: For
     labelled as ``sources.labels`` labels stored contents.
 
     Chunked groups go through the first two steps chunk by chunk, one forest joining them, and
-    through the third once the last chunk is done, the chunks read again: a pair with a stored
+    through the third once the last chunk is done, the chunks read again for the buckets of new
+    contents in components under the bound (no other group has a pair to complete): a pair with a stored
     member is met in that member's chunk only, and a pair of two new members is enumerated in the
     first chunk only (linking in a later one may test it again, but stores a pair only where it
     joins two classes, which a pair stored before never does)."""
@@ -130,21 +138,35 @@ def pair(groups: Ragged | Chunked, first_new: int, sources: Sources, forest: For
     if isinstance(groups, Chunked):
         chunks = groups.chunks
     else:
-        whole = (groups, groups.lengths())
-        chunks = lambda: iter([whole])  # noqa: E731
-    stored, tested, given_up = 0, [], []
+        whole = Chunk(groups, groups.lengths(), np.arange(len(groups), dtype=np.int64))
+        chunks = lambda needed: iter([whole])  # noqa: E731
+    stored, tested, given_up, linking_any = 0, [], [], False
     kept: Chunk | None = None
-    for c, chunk in enumerate(chunks()):
-        done = _first_pass(*chunk, c > 0, first_new, sources, forest, labels)
+    for c, chunk in enumerate(chunks(None)):
+        done = _first_pass(chunk.groups, chunk.sizes, c > 0, first_new, sources, forest, labels)
         stored += done.stored
         tested.append(done.tested)
-        given_up.append(done.given_up)
+        given_up.append(chunk.keys[chunk.sizes > SMALL_GROUP][done.given_up])
+        linking_any |= bool((~done.given_up).any())
         kept = chunk if c == 0 else None  # a single chunk is not read again
-    if not any((~up).any() for up in given_up):
+    if not linking_any:
         return _done(forest, labels, stored)
+    if kept is not None:
+        again: Iterator[Chunk] = iter([kept])
+    else:
+        # Only groups holding a new content of a component under the bound have pairs left to
+        # complete (a pair completed has a new member, and both in one such component): the
+        # crowded buckets of dense clusters are not read again.
+        needed = _under_bound(forest, sources)
+        if needed.size == 0:
+            return _done(forest, labels, stored)
+        again = chunks(needed)
     verified = _pair_keys(np.abs(np.concatenate(tested)))
-    for c, chunk in enumerate([kept] if kept is not None else chunks()):
-        stored += _second_pass(*chunk, c > 0, given_up[c], verified, first_new, sources, forest, labels)
+    for c, chunk in enumerate(again):
+        up = np.isin(chunk.keys[chunk.sizes > SMALL_GROUP], given_up[c])
+        stored += _second_pass(
+            chunk.groups, chunk.sizes, c > 0, up, verified, first_new, sources, forest, labels
+        )
     return _done(forest, labels, stored)
 
 
@@ -368,6 +390,17 @@ def _complete(
         if cand.shape[0]:
             stored += _store(sources, sources.verify(cand))
     return stored
+
+
+def _under_bound(forest: Forest, sources: Sources) -> Ids:
+    """The new contents in the forest (those of hot groups) whose component holds fewer than
+    ``dense_cluster_size`` contents, sorted."""
+    forest.flatten()
+    new = sources.new_ids[np.isin(sources.new_ids, forest.keys)]
+    if new.size == 0:
+        return new
+    size = _component_sizes(forest, sources)
+    return new[size[np.searchsorted(forest.keys, forest.roots(new))] < sources.dense_cluster_size]
 
 
 def _component_sizes(forest: Forest, sources: Sources) -> Ids:
