@@ -15,6 +15,7 @@ from neardup import neighbours as nb
 from neardup.core.fingerprints import WINDOW, fingerprints, probes
 from neardup.core.sketch import Sketcher
 from neardup.errors import ParamsError
+from neardup.storage import fingerprints as stored_fingerprints
 from tests._corpus import planted_corpus
 from tests.conftest import psycopg_url
 
@@ -294,7 +295,7 @@ def test_within_finds_short_boilerplate_through_common_fingerprints_without_thei
     monkeypatch.setattr(nb, "SHORT_MOST", short_most)
     caps: list[int] = []
     shorts: list[object] = []
-    sharing, short_holders = nb.stored_fingerprints.sharing, nb.stored_fingerprints.short_holders
+    sharing, short_holders = stored_fingerprints.sharing, stored_fingerprints.short_holders
 
     def counted(scope: Any, keys: Any, cap: int, *rest: Any) -> Any:
         caps.append(cap)
@@ -304,8 +305,8 @@ def test_within_finds_short_boilerplate_through_common_fingerprints_without_thei
         shorts.append(found := short_holders(*args))
         return found
 
-    monkeypatch.setattr(nb.stored_fingerprints, "sharing", counted)
-    monkeypatch.setattr(nb.stored_fingerprints, "short_holders", short)
+    monkeypatch.setattr(stored_fingerprints, "sharing", counted)
+    monkeypatch.setattr(stored_fingerprints, "short_holders", short)
     found = index.query(source, min_containment=0.5, direction="within")
     assert {c.id for c in found} == expected & _sharing(index, docs, source)
     for c in found:

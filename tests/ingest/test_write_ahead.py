@@ -24,7 +24,7 @@ from tests.ingest._hooks import count_withdrawals
 pytestmark = pytest.mark.distributed_variant
 
 AHEAD = "worker: ahead: the next batch's contents and signatures COPY"
-PARAMS = {"threshold": 0.8, "bands": 64, "rows": 2}
+PARAMS: dict[str, Any] = {"threshold": 0.8, "bands": 64, "rows": 2}
 
 
 def _ahead(deployment: str, batches: int) -> int:

@@ -159,7 +159,9 @@ def test_a_chunk_of_stored_members_is_probed_key_by_key_while_the_statistics_lag
     with _scopes(index, database_url) as (scope, other):
         other.execute(_index_sql(scope, "ALTER TABLE {buckets_p} SET (autovacuum_enabled = off)"))
         other.execute(_index_sql(scope, "ANALYZE {buckets_p}"))
-        (lo,) = other.execute(_index_sql(scope, "SELECT max(content_id) + 1 FROM {buckets_p}")).fetchone()
+        found = other.execute(_index_sql(scope, "SELECT max(content_id) + 1 FROM {buckets_p}")).fetchone()
+        assert found is not None
+        (lo,) = found
     index.add([(f"late{i}", text + " and a late line") for i, text in planted_corpus(150, 3, seed=6)])
     scope = index._scope
     with scope.conn.transaction():
