@@ -902,38 +902,6 @@ def _similarity(
 
 
 @_jit(inline="always")
-def _stored_classes(
-    parent: np.ndarray,
-    node: np.ndarray,
-    head: np.ndarray,
-    tail: np.ndarray,
-    next_pos: np.ndarray,
-    lo: int,
-    p: int,
-    cap: int,
-) -> int:
-    """A group's members before position ``p`` (its stored members) as classes by their roots,
-    lists from ``lo`` in ``head``, ``tail`` and ``next_pos``: how many, or -1 past ``cap``."""
-    c = 0
-    for q in range(lo, p):
-        r = _find(parent, node[q])
-        k = 0
-        while k < c and _find(parent, node[head[lo + k]]) != r:
-            k += 1
-        if k < c:
-            next_pos[q] = head[lo + k]
-            head[lo + k] = q
-        elif c == cap:
-            return -1
-        else:
-            head[lo + c] = q
-            tail[lo + c] = q
-            next_pos[q] = -1
-            c += 1
-    return c
-
-
-@_jit(inline="always")
 def _merged_classes(
     parent: np.ndarray,
     node: np.ndarray,
@@ -995,6 +963,27 @@ def _joined(
     tail[lo + k] = p
     next_pos[p] = -1
     return n + 1
+
+
+@_jit(inline="always")
+def _stored_classes(
+    parent: np.ndarray,
+    node: np.ndarray,
+    head: np.ndarray,
+    tail: np.ndarray,
+    next_pos: np.ndarray,
+    lo: int,
+    p: int,
+    cap: int,
+) -> int:
+    """A group's members before position ``p`` (its stored members) as classes by their roots,
+    lists from ``lo`` in ``head``, ``tail`` and ``next_pos``: how many, or -1 past ``cap``."""
+    c = 0
+    for q in range(lo, p):
+        c = _joined(parent, node, head, tail, next_pos, lo, c, q, cap)
+        if c < 0:
+            return -1
+    return c
 
 
 @_jit(inline="always")
