@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from neardup.core import linking
 from neardup.core.ragged import Ragged
 
+from .test_kernels import forced
+
 THRESHOLD = 0.85
 
 
@@ -174,8 +176,6 @@ def test_many_classes_give_the_group_up() -> None:
 def test_the_kernel_links_alike_compiled_and_interpreted(
     shapes: list[tuple[str, int]], seed: int, n_groups: int, stored_share: float, max_classes: int
 ) -> None:
-    from .test_kernels import forced
-
     sets = _sets(shapes, seed)
     n = len(sets)
     rng = np.random.default_rng(seed)
