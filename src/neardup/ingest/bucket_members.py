@@ -256,10 +256,11 @@ class _Chunks:
         """The buckets of the new contents ``needed``, and the batch's rows in them (every new
         member's, ``needed`` or not)."""
         band, bucket, content = self._rows
-        mine = np.isin(content, needed)
-        wanted = np.unique(np.stack([np.asarray(band[mine], np.int64), bucket[mine]], axis=1), axis=0)
-        keep = np.isin(mixed_keys(band, bucket), mixed_keys(wanted[:, 0], wanted[:, 1]))
-        return (wanted[:, 0].astype(np.int16), wanted[:, 1]), tuple(column[keep] for column in self._rows)
+        key = mixed_keys(band, bucket)
+        keep = np.isin(key, key[np.isin(content, needed)])
+        _, first = np.unique(key[keep], return_index=True)
+        rows = tuple(column[keep] for column in self._rows)
+        return (rows[0][first], rows[1][first]), rows
 
     def _first_reading(self) -> Iterator[Chunk]:
         probed, self._probed = self._probed, None
