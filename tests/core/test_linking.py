@@ -39,6 +39,12 @@ def _sets(shapes: list[tuple[str, int]], seed: int) -> list[np.ndarray]:
     return [np.asarray(s, dtype=np.uint32) for s in out]
 
 
+def _shapes(largest: int, most: int) -> st.SearchStrategy[list[tuple[str, int]]]:
+    """Up to ``most`` shapes for ``_sets``, each of up to ``largest`` members."""
+    kinds = st.sampled_from(["clique", "chain", "alone"])
+    return st.lists(st.tuples(kinds, st.integers(1, largest)), min_size=1, max_size=most)
+
+
 def _jaccard(a: np.ndarray, b: np.ndarray) -> float:
     common = np.intersect1d(a, b).size
     return common / (a.size + b.size - common)
@@ -65,9 +71,7 @@ def _same_partition(a: list[int], b: list[int]) -> bool:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    shapes=st.lists(
-        st.tuples(st.sampled_from(["clique", "chain", "alone"]), st.integers(1, 30)), min_size=1, max_size=5
-    ),
+    shapes=_shapes(30, 5),
     seed=st.integers(0, 10**6),
     n_groups=st.integers(1, 6),
     stored_share=st.floats(0, 1),
@@ -165,9 +169,7 @@ def test_many_classes_give_the_group_up() -> None:
 
 @settings(max_examples=25, deadline=None)
 @given(
-    shapes=st.lists(
-        st.tuples(st.sampled_from(["clique", "chain", "alone"]), st.integers(1, 120)), min_size=1, max_size=4
-    ),
+    shapes=_shapes(120, 4),
     seed=st.integers(0, 10**6),
     n_groups=st.integers(1, 5),
     stored_share=st.floats(0, 1),
@@ -190,7 +192,7 @@ def test_the_kernel_links_alike_compiled_and_interpreted(
     ]
     block = np.repeat(np.arange(len(sizes)), sizes)
     first_of_block = np.r_[0, np.cumsum(sizes)[:-1]]
-    start = np.where(np.arange(n) < first_new, np.minimum(first_of_block[block], np.arange(n)), np.arange(n))
+    start = np.where(np.arange(n) < first_new, first_of_block[block], np.arange(n))
 
     def load(wanted: np.ndarray) -> tuple[np.ndarray, Ragged]:
         return sigs[wanted], Ragged.from_arrays([sets[i] for i in wanted.tolist()], np.uint32)
